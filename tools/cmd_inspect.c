@@ -437,6 +437,19 @@ static void print_llm(const rx_rt_artifact *a, const cJSON *m) {
       base_strbuf_free(&launches);
     }
   }
+  const cJSON *moe = cJSON_GetObjectItemCaseSensitive(j, "moe"); /* llama.c's moe_numbers */
+  double ne = 0, k = 0, sl = 0, np = 0, na = 0, ab = 0, db = 0;
+  if (jnum(moe, "experts", &ne) && jnum(moe, "top_k", &k) && jnum(moe, "sparse_layers", &sl) &&
+      jnum(moe, "params", &np) && jnum(moe, "active_params", &na) &&
+      jnum(moe, "active_bytes", &ab) && jnum(moe, "decode_bytes", &db) && ab > 0) {
+    printf("  mixture of experts: %.0f of %.0f experts per token in %.0f of %.0f layers; %.0f "
+           "parameters, %.0f active per token (%.0f of %.0f experts and every dense weight, "
+           "%.0f bytes)\n",
+           k, ne, sl, layers, np, na, k, ne, ab);
+    printf("  decode reads %.0f bytes of weights per token (%.3f x the active parameters' bytes: "
+           "the token's %.0f experts' rows, one embedding row, every dense weight)\n",
+           db, db / ab, k);
+  }
   const cJSON *e; /* the weights by format: a quantization scheme or a plain dtype */
   cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "weight_formats")) {
     double nt = 0, nw = 0, nb = 0;

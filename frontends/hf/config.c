@@ -1,6 +1,7 @@
 /* frontends/hf/config.c: config.json (and generation_config.json) of a Hugging Face model folder.
  * Defaults are those of transformers' configuration classes of each architecture (LlamaConfig,
- * MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config). */
+ * MistralConfig, Qwen2Config, Qwen3Config, Gemma2Config, Gemma3TextConfig, Phi3Config,
+ * MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig of transformers 5). */
 #include "hf_int.h"
 
 #include <cjson/cJSON.h>
@@ -23,7 +24,12 @@
   X(RX_HF_GEMMA2, "Gemma2ForCausalLM", 1e-6, F_GEMMA | F_SOFTCAP, 256, 10000, true, 2)             \
   X(RX_HF_GEMMA3, "Gemma3ForCausalLM", 1e-6, F_GEMMA | F_QK_NORM | F_LOCAL_ROPE, 256, 1e6, true,   \
     6)                                                                                             \
-  X(RX_HF_PHI3, "Phi3ForCausalLM", 1e-5, F_WINDOW | F_FUSED, 0, 10000, false, 0)
+  X(RX_HF_PHI3, "Phi3ForCausalLM", 1e-5, F_WINDOW | F_FUSED, 0, 10000, false, 0)                   \
+  X(RX_HF_MIXTRAL, "MixtralForCausalLM", 1e-5, F_WINDOW | F_MOE, 0, 1e6, false, 0)                 \
+  X(RX_HF_QWEN2_MOE, "Qwen2MoeForCausalLM", 1e-6, F_BIAS | F_MOE | F_MOE_QWEN | F_SHARED_EXPERT,   \
+    0, 10000, false, 0)                                                                            \
+  X(RX_HF_QWEN3_MOE, "Qwen3MoeForCausalLM", 1e-6, F_QK_NORM | F_MOE | F_MOE_QWEN, 128, 10000,      \
+    false, 0)
 
 /* The features of a row. */
 enum {
@@ -36,7 +42,13 @@ enum {
   F_SOFTCAP = 32,    /* Gemma 2's defaults: attn_logit_softcapping 50, final_logit_softcapping 30 */
   F_LOCAL_ROPE = 64, /* Gemma 3: local layers' rope base (rope_local_base_freq, or
                         rope_parameters.sliding_attention) */
-  F_FUSED = 128      /* Phi-3: qkv_proj and gate_up_proj */
+  F_FUSED = 128,     /* Phi-3: qkv_proj and gate_up_proj */
+  F_MOE = 256,       /* a sparse mixture of experts (num_local_experts or num_experts,
+                        num_experts_per_tok); Mixtral's names and renormalized top k */
+  F_MOE_QWEN = 512,  /* Qwen's: mlp.gate and mlp.experts, moe_intermediate_size, norm_topk_prob,
+                        decoder_sparse_step, mlp_only_layers; use_sliding_window as transformers 5
+                        has it per architecture (read_windows) */
+  F_SHARED_EXPERT = 1024 /* Qwen2-MoE: mlp.shared_expert, scaled by sigmoid(shared_expert_gate) */
 };
 
 typedef struct arch_row {
@@ -383,6 +395,15 @@ static void read_windows(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
     c->layer_kinds = true;
     for (int64_t l = 0; l < c->layers; l++) c->local[l] = l >= from;
   }
+  if (row->features & F_MOE_QWEN && bool_key(r, o, "use_sliding_window", false)) {
+    /* transformers 5: Qwen3-MoE windows every layer; Qwen2-MoE the layers l < max_window_layers
+     * with l + 1 odd (Qwen2MoeConfig's layer_types) */
+    c->window = lim_int(r, o, HF_LIMIT_window, 4096);
+    int64_t below = int_key(r, o, "max_window_layers", 28, 0, INT32_MAX);
+    c->layer_kinds = true;
+    for (int64_t l = 0; l < c->layers; l++)
+      c->local[l] = c->arch == RX_HF_QWEN3_MOE || ((l + 1) % 2 && l < below);
+  }
   if (row->features & F_GEMMA) {
     c->window = lim_int(r, o, HF_LIMIT_window, 4096);
     int64_t period = row->period;
@@ -398,7 +419,7 @@ static void read_windows(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
          (long long)c->layers);
     return;
   }
-  bool can = row->features & (F_WINDOW | F_QWEN_WINDOW | F_GEMMA);
+  bool can = row->features & (F_WINDOW | F_QWEN_WINDOW | F_GEMMA | F_MOE_QWEN);
   int i = 0;
   cJSON_ArrayForEach(it, lt) {
     const char *t = cJSON_IsString(it) ? it->valuestring : "(not a string)";
@@ -427,10 +448,49 @@ static void read_act(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
   }
 }
 
+/* The sparse layers' description: experts, k, the expert's intermediate size, the shared
+ * expert, renormalization, and which layers are sparse (Qwen: not in mlp_only_layers, and
+ * (l + 1) % decoder_sparse_step == 0). router_jitter_noise only acts in training. */
+static void read_moe(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
+  const cJSON *o = r->root;
+  bool qwen = row->features & F_MOE_QWEN;
+  /* Qwen2-MoE's config class writes num_experts, Qwen3-MoE's num_local_experts (its
+   * attribute_map), published Qwen3-MoE configs num_experts */
+  const char *ek = key(o, "num_experts") ? "num_experts" : "num_local_experts";
+  c->experts = int_key(r, o, ek, qwen ? REQUIRED : 8, 1, HF_MAX_EXPERTS);
+  c->top_k = int_key(r, o, "num_experts_per_tok", qwen ? REQUIRED : 2, 1, HF_MAX_EXPERTS);
+  if (!r->err && c->top_k > c->experts)
+    fail(r, "num_experts_per_tok %lld exceeds the %lld experts (%s)", (long long)c->top_k,
+         (long long)c->experts, ek);
+  c->moe_names = qwen ? RX_HF_MOE_QWEN : RX_HF_MOE_MIXTRAL;
+  c->moe_inter =
+      qwen ? int_key(r, o, "moe_intermediate_size", REQUIRED, 1, 1 << 22) : c->intermediate;
+  if (row->features & F_SHARED_EXPERT)
+    c->shared_inter = int_key(r, o, "shared_expert_intermediate_size", REQUIRED, 1, 1 << 22);
+  c->norm_topk = !qwen || bool_key(r, o, "norm_topk_prob", false);
+  int64_t step = qwen ? int_key(r, o, "decoder_sparse_step", 1, 1, INT32_MAX) : 1;
+  for (int64_t l = 0; l < c->layers; l++) c->sparse[l] = (l + 1) % step == 0;
+  const cJSON *only = qwen ? key(o, "mlp_only_layers") : NULL, *it;
+  if (only && !cJSON_IsArray(only)) fail(r, "'mlp_only_layers' must be a list of layer indices");
+  int i = 0;
+  cJSON_ArrayForEach(it, only) {
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || it->valuedouble < 0 ||
+        it->valuedouble >= (double)c->layers) {
+      fail(r, "mlp_only_layers[%d] must be a layer index from 0 to %lld", i,
+           (long long)c->layers - 1);
+      return;
+    }
+    c->sparse[(int64_t)it->valuedouble] = 0;
+    i++;
+  }
+}
+
 /* The row's features as the description's fields, with the keys that refine them. */
 static void read_features(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
   const cJSON *o = r->root;
-  c->qkv_bias = (row->features & F_BIAS) || bool_key(r, o, "attention_bias", false);
+  /* Qwen2MoeConfig's qkv_bias (default true) */
+  c->qkv_bias = ((row->features & F_BIAS) && bool_key(r, o, "qkv_bias", true)) ||
+                bool_key(r, o, "attention_bias", false);
   c->qk_norm = row->features & F_QK_NORM;
   c->fused_qkv = c->fused_gate_up = row->features & F_FUSED;
   if (row->features & F_GEMMA) {
@@ -445,6 +505,7 @@ static void read_features(cfg_reader *r, rx_hf_config *c, const arch_row *row) {
   }
   read_act(r, c, row);
   read_windows(r, c, row);
+  if (row->features & F_MOE) read_moe(r, c, row);
   if (bool_key(r, o, "mlp_bias", false)) fail(r, "mlp_bias true is not supported");
   set_rotary(r, c, num_key(r, o, "partial_rotary_factor", 1, 0, 1));
 }
@@ -585,6 +646,11 @@ rx_status hf_parse_config(const char *text, size_t len, const char *name, rx_hf_
   if (!r.err && r.text_part && (text_part = text_root(&r))) r.root = text_part;
   if (!r.err) read_keys(&r, out);
   if (!r.err) r.err = hf_read_quant_config(root, name, out);
+  if (!r.err && out->quantized && out->experts)
+    r.err = base_status_make(RX_ERR_UNSUPPORTED,
+                             "%s: 'quantization_config' (%s) of a mixture of experts: quantized "
+                             "experts come only from --quantize of a dense checkpoint",
+                             name, out->qmethod);
   cJSON_Delete(text_part);
   cJSON_Delete(root);
   if (!r.err) r.err = hf_check_config(out, name, NULL);

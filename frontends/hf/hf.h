@@ -9,7 +9,9 @@
  * Gemma3ForCausalLM ((1 + w) norms, the scaled embedding, sandwich norms, GeGLU, local and global
  * layers, soft-capping, query_pre_attn_scalar, Gemma 3's local rope base; and
  * Gemma3ForConditionalGeneration read as its text model), Phi3ForCausalLM (fused
- * qkv_proj and gate_up_proj, longrope, partial_rotary_factor): one decoder described by
+ * qkv_proj and gate_up_proj, longrope, partial_rotary_factor), MixtralForCausalLM,
+ * Qwen2MoeForCausalLM and Qwen3MoeForCausalLM (a sparse mixture of experts per layer, Qwen2-MoE's
+ * shared expert, dense layers by mlp_only_layers and decoder_sparse_step): one decoder described by
  * rx_hf_config's fields, which config.c fills per architecture and per key; grouped-query
  * attention, tied embeddings, head_dim, rms_norm_eps, rope_theta; weights in f32, f16 or bf16,
  * stored and computed in the chosen dtype. */
@@ -28,8 +30,15 @@ typedef enum rx_hf_arch {
   RX_HF_QWEN3,
   RX_HF_GEMMA2,
   RX_HF_GEMMA3,
-  RX_HF_PHI3
+  RX_HF_PHI3,
+  RX_HF_MIXTRAL,
+  RX_HF_QWEN2_MOE,
+  RX_HF_QWEN3_MOE
 } rx_hf_arch;
+/* How a checkpoint names a sparse layer's tensors: Mixtral's block_sparse_moe.gate and
+ * block_sparse_moe.experts.E.w1 / w3 / w2 (gate, up, down), or Qwen's mlp.gate and
+ * mlp.experts.E.gate_proj / up_proj / down_proj. */
+typedef enum rx_hf_moe_names { RX_HF_MOE_MIXTRAL, RX_HF_MOE_QWEN } rx_hf_moe_names;
 /* The MLP's activation of the gate: SwiGLU's silu, GeGLU's tanh-approximated GELU (Gemma's
  * gelu_pytorch_tanh). */
 typedef enum rx_hf_act { RX_HF_ACT_SILU, RX_HF_ACT_GELU_TANH } rx_hf_act;
@@ -80,9 +89,21 @@ typedef struct rx_hf_config {
   bool layer_kinds;
   uint8_t local[RX_HF_MAX_LAYERS];
   double rope_local_theta; /* Gemma 3's rope_local_base_freq for local layers; 0: rope_theta */
-  rx_dtype file_dtype;     /* torch_dtype, or RX_DTYPE_UNKNOWN */
-  int64_t bos;             /* -1: none */
-  int64_t eos[8];          /* eos_token_id (an int or a list), from generation_config.json too */
+  /* ---- mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE; experts 0: none) ---- */
+  int64_t experts;      /* num_local_experts / num_experts */
+  int64_t top_k;        /* num_experts_per_tok: the experts each token runs */
+  int64_t moe_inter;    /* an expert's intermediate size (Qwen's moe_intermediate_size; Mixtral's
+                           intermediate_size) */
+  int64_t shared_inter; /* Qwen2-MoE's shared expert (shared_expert_intermediate_size), scaled
+                           by sigmoid(shared_expert_gate x); 0: none */
+  bool norm_topk;       /* the k router probabilities renormalized to sum to 1 (Mixtral always,
+                           Qwen's norm_topk_prob) */
+  rx_hf_moe_names moe_names;
+  uint8_t sparse[RX_HF_MAX_LAYERS]; /* layer l's MLP is the sparse block (not in mlp_only_layers,
+                                       and (l + 1) % decoder_sparse_step == 0) */
+  rx_dtype file_dtype;              /* torch_dtype, or RX_DTYPE_UNKNOWN */
+  int64_t bos;                      /* -1: none */
+  int64_t eos[8]; /* eos_token_id (an int or a list), from generation_config.json too */
   int neos;
   /* config.json's quantization_config (frontends/hf/quant_config.c): the scheme every projection
    * of the checkpoint is stored in (when quantized; else dense), and the modules left dense

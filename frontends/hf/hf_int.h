@@ -30,6 +30,8 @@ typedef enum hf_limit_id {
 #undef HF_LIMIT_ENUM_
       HF_LIMIT_COUNT
 } hf_limit_id;
+/* num_experts and num_experts_per_tok at most (published models: 8 to 512 experts) */
+#define HF_MAX_EXPERTS 4096
 typedef struct hf_limit {
   const char *hf, *gguf; /* the key in config.json; in GGUF after "ARCH." */
   double lo, hi;         /* inclusive */
@@ -104,10 +106,11 @@ rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, r
 
 /* ---- the artifact's sections for generation (meta.c) ---- */
 /* llm.json (the model's functions, vocabulary, special tokens, limits, KV cache geometry and
- * formats, a JSON list of the weights' formats or NULL) and a tokenizer.json: tok_json (len
- * tok_len) when not NULL, else the folder dir's when there is one. */
+ * formats, a JSON list of the weights' formats or NULL, a mixture of experts' numbers as a JSON
+ * object or NULL: llama.c's moe_numbers) and a tokenizer.json: tok_json (len tok_len) when not
+ * NULL, else the folder dir's when there is one. */
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
-                          int64_t max_len, int64_t max_batch, const char *formats,
+                          int64_t max_len, int64_t max_batch, const char *formats, const char *moe,
                           const char *tok_json, size_t tok_len);
 /* chat_template.json, when the model has a chat template: from the GGUF file f's
  * tokenizer.chat_template (with the texts of its BOS and EOS tokens), else from the folder dir's

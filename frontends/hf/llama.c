@@ -31,7 +31,13 @@
  * "blk.N." as llama.cpp names the tensor). Which of them a model has follows its description
  * (list_weights): q/k norms (Qwen3, Gemma 3), the pre/post feed-forward norms (Gemma 2/3, whose
  * post_attention_layernorm norms the attention's output), Phi-3's fused qkv_proj and
- * gate_up_proj in place of q/k/v_proj and gate/up_proj. */
+ * gate_up_proj in place of q/k/v_proj and gate/up_proj, and in a sparse layer (Mixtral,
+ * Qwen2/3-MoE) the router, the experts and Qwen2-MoE's shared expert in place of the MLP. The
+ * experts' entries are not checkpoint tensors: the layer's E per-expert tensors stacked at load
+ * into one [E, out, in] (stack_experts), as transformers 5 holds them (experts.gate_up_proj: each
+ * expert's gate rows then its up rows, moe_matmul's gated layout; experts.down_proj); Mixtral's
+ * names (block_sparse_moe.gate, experts.e.w1 / w3 / w2) are set by list_weights. (GGUF holds
+ * ffn_gate_exps and ffn_up_exps stacked but apart: its reader would interleave them per expert.) */
 #define HF_LAYER_WEIGHTS(X)                                                                        \
   X(W_IN_NORM, "input_layernorm.weight", "attn_norm.weight")                                       \
   X(W_Q, "self_attn.q_proj.weight", "attn_q.weight")                                               \
@@ -50,7 +56,14 @@
   X(W_PRE_FF_NORM, "pre_feedforward_layernorm.weight", "ffn_norm.weight")                          \
   X(W_POST_FF_NORM, "post_feedforward_layernorm.weight", "post_ffw_norm.weight")                   \
   X(W_QKV, "self_attn.qkv_proj.weight", "attn_qkv.weight")                                         \
-  X(W_GATE_UP, "mlp.gate_up_proj.weight", "ffn_up.weight")
+  X(W_GATE_UP, "mlp.gate_up_proj.weight", "ffn_up.weight")                                         \
+  X(W_ROUTER, "mlp.gate.weight", "ffn_gate_inp.weight")                                            \
+  X(W_EXP_GATE_UP, "mlp.experts.gate_up_proj", "ffn_gate_up_exps.weight")                          \
+  X(W_EXP_DOWN, "mlp.experts.down_proj", "ffn_down_exps.weight")                                   \
+  X(W_SH_GATE, "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight")                      \
+  X(W_SH_UP, "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight")                            \
+  X(W_SH_DOWN, "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight")                      \
+  X(W_SH_ROUTER, "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight")
 
 enum {
 #define HF_W_ENUM_(e, s, gs) e,
@@ -84,7 +97,7 @@ typedef struct hf_w {
   char param[160]; /* the parameter's and the module weight's */
   char gg[64];     /* the GGUF file's name (llama.cpp's) */
   int ndim;
-  int64_t shape[2];
+  int64_t shape[3]; /* [E, out, in] for the experts of a sparse layer */
   rx_dtype dtype;
   bool present; /* used by this model (biases only for Qwen2) */
   bool norm;    /* an RMSNorm's weight: stored as (norm_offset + w) (Gemma's 1 + w) */
@@ -159,10 +172,12 @@ static void set_w(hf_w *w, const char *hf, int ndim, int64_t r, int64_t c, rx_dt
   w->present = true;
 }
 
-/* --quantize: w [out, in] as quant_matmul's buffers when in is a whole number of groups: the
- * entry itself the packed quants, two (one) more entries the scales and zero points. */
+/* --quantize: w [out, in] (or the stacked experts [E, out, in]) as quant_matmul's (moe_matmul's)
+ * buffers when in is a whole number of groups: the entry itself the packed quants, two (one) more
+ * entries the scales and zero points, with the same leading dims. */
 static void quantize_entry(gb *g, hf_w *w) {
-  int64_t out = w->shape[0], in = w->shape[1], G = g->qi->block;
+  int last = w->ndim - 1;
+  int64_t in = w->shape[last], G = g->qi->block;
   char sname[sizeof w->hf], zname[sizeof w->hf]; /* names too long stay unquantized */
   if (in % G != 0 || snprintf(sname, sizeof sname, "%s.scales", w->hf) >= (int)sizeof sname ||
       snprintf(zname, sizeof zname, "%s.zeros", w->hf) >= (int)sizeof zname)
@@ -170,21 +185,28 @@ static void quantize_entry(gb *g, hf_w *w) {
   w->in = in;
   w->qi = g->qi;
   w->dtype = g->qi->kind == RX_QUANT_INT8 ? RX_DTYPE_I8 : RX_DTYPE_U8;
-  w->shape[1] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
-  w->qs = g->nw++;
-  set_w(&g->w[w->qs], sname, 2, out, in / G, RX_DTYPE_F16);
-  g->w[w->qs].derived = true;
-  if (g->qi->kind != RX_QUANT_INT4_ZERO) return;
-  w->qz = g->nw++;
-  set_w(&g->w[w->qz], zname, 2, out, in / G, RX_DTYPE_U8);
-  g->w[w->qz].derived = true;
+  w->shape[last] = g->qi->kind == RX_QUANT_INT8 ? in : in / 2;
+  size_t *extra[2] = {&w->qs, &w->qz};
+  for (int k = 0; k < (g->qi->kind == RX_QUANT_INT4_ZERO ? 2 : 1); k++) {
+    *extra[k] = g->nw++;
+    hf_w *e = &g->w[*extra[k]];
+    set_w(e, k ? zname : sname, 2, w->shape[0], in / G, k ? RX_DTYPE_U8 : RX_DTYPE_F16);
+    e->derived = true;
+    if (last == 2) { /* [E, out, in / G] */
+      e->ndim = 3;
+      e->shape[1] = w->shape[1];
+      e->shape[2] = in / G;
+    }
+  }
 }
 
 /* --quantize: the projections of every layer; with --quantize-embeddings the embedding table
  * (read by quant_take) and the output layer too, else they stay in the compute dtype, as the
  * norms do. */
 static void list_quantized(gb *g, bool embeddings) {
-  static const int proj[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_QKV, W_GATE_UP};
+  static const int proj[] = {W_Q,     W_K,       W_V,           W_O,       W_GATE,
+                             W_UP,    W_DOWN,    W_QKV,         W_GATE_UP, W_SH_GATE,
+                             W_SH_UP, W_SH_DOWN, W_EXP_GATE_UP, W_EXP_DOWN};
   for (int64_t l = 0; l < g->c->layers; l++)
     for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++)
       if (lw(g, l, proj[k])->present) quantize_entry(g, lw(g, l, proj[k]));
@@ -300,7 +322,15 @@ static void list_weights(gb *g, bool quantize_embeddings) {
         [W_PRE_FF_NORM] = {1, H, 0, 1},
         [W_POST_FF_NORM] = {1, H, 0, 1},
         [W_QKV] = {2, q + 2 * kv, H},
-        [W_GATE_UP] = {2, 2 * I, H}}; /* rank, dims, stored as R (the norms) */
+        [W_GATE_UP] = {2, 2 * I, H},
+        [W_ROUTER] = {2, c->experts, H},
+        [W_EXP_GATE_UP] = {3, 2 * c->moe_inter, H}, /* [experts, dims] */
+        [W_EXP_DOWN] = {3, H, c->moe_inter},
+        [W_SH_GATE] = {2, c->shared_inter, H},
+        [W_SH_UP] = {2, c->shared_inter, H},
+        [W_SH_DOWN] = {2, H, c->shared_inter},
+        [W_SH_ROUTER] = {2, 1, H}}; /* rank, dims, stored as R (the norms) */
+    bool moe = c->experts > 0 && c->sparse[l], shared = moe && c->shared_inter > 0;
     const bool has[W_PER_LAYER] = {[W_IN_NORM] = true,
                                    [W_Q] = !c->fused_qkv,
                                    [W_K] = !c->fused_qkv,
@@ -310,15 +340,22 @@ static void list_weights(gb *g, bool quantize_embeddings) {
                                    [W_BV] = c->qkv_bias,
                                    [W_O] = true,
                                    [W_POST_NORM] = true,
-                                   [W_GATE] = !c->fused_gate_up,
-                                   [W_UP] = !c->fused_gate_up,
-                                   [W_DOWN] = true,
+                                   [W_GATE] = !c->fused_gate_up && !moe,
+                                   [W_UP] = !c->fused_gate_up && !moe,
+                                   [W_DOWN] = !moe,
                                    [W_Q_NORM] = c->qk_norm,
                                    [W_K_NORM] = c->qk_norm,
                                    [W_PRE_FF_NORM] = c->sandwich,
                                    [W_POST_FF_NORM] = c->sandwich,
                                    [W_QKV] = c->fused_qkv,
-                                   [W_GATE_UP] = c->fused_gate_up};
+                                   [W_GATE_UP] = c->fused_gate_up,
+                                   [W_ROUTER] = moe,
+                                   [W_EXP_GATE_UP] = moe,
+                                   [W_EXP_DOWN] = moe,
+                                   [W_SH_GATE] = shared,
+                                   [W_SH_UP] = shared,
+                                   [W_SH_DOWN] = shared,
+                                   [W_SH_ROUTER] = shared};
     for (int id = 0; id < W_PER_LAYER; id++) {
       char name[160];
       snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, layer_suffix[id]);
@@ -329,7 +366,27 @@ static void list_weights(gb *g, bool quantize_embeddings) {
       snprintf(lw(g, l, id)->gg, sizeof lw(g, l, id)->gg, "blk.%lld.%s", (long long)l,
                layer_gguf[id]);
       lw(g, l, id)->proj = dims[id][0] == 2;
+      if (dims[id][0] == 3) { /* the experts stacked: [E, out, in] */
+        hf_w *w = lw(g, l, id);
+        w->shape[2] = w->shape[1];
+        w->shape[1] = w->shape[0];
+        w->shape[0] = c->experts;
+      }
     }
+    if (c->moe_names == RX_HF_MOE_MIXTRAL) /* block_sparse_moe.gate, its experts */
+      for (int id = W_ROUTER; id <= W_EXP_DOWN; id++) {
+        static const char *const mix[] = {"gate.weight", "experts.gate_up_proj",
+                                          "experts.down_proj"};
+        hf_w *w = lw(g, l, id);
+        char name[160];
+        snprintf(name, sizeof name, "model.layers.%lld.block_sparse_moe.%s", (long long)l,
+                 mix[id - W_ROUTER]);
+        int64_t sh[3] = {w->shape[0], w->shape[1], w->shape[2]};
+        bool present = w->present;
+        set_w(w, name, w->ndim, sh[0], sh[1], w->dtype);
+        w->shape[2] = sh[2];
+        w->present = present;
+      }
   }
   for (int64_t l = 0; l < c->layers; l++) {
     if (c->arch == RX_HF_LLAMA) { /* llama.cpp's converter permutes llama's q and k rows only */
@@ -457,10 +514,12 @@ static rx_status put_weight(gb *g, hf_w *w, rx_dtype src_dtype, const void *src)
 /* --quantize: w's checkpoint tensor [out, in] quantized (frontends/hf/quantize.c) into buffers the
  * module owns, added as the weights of w and of its scales (and zero points) entries. */
 static rx_status add_quantized(gb *g, hf_w *w, rx_dtype src, const uint8_t *data) {
-  int64_t out = w->shape[0], in = w->in, groups = out * (in / g->qi->block);
+  /* the rows of every expert at once: each row is quantized on its own */
+  int64_t out = w->ndim == 3 ? w->shape[0] * w->shape[1] : w->shape[0], in = w->in,
+          groups = out * (in / g->qi->block);
   float *f = base_malloc(sizeof *f * (size_t)(out * in));
   for (int64_t i = 0; i < out * in; i++) f[i] = src_elem(data, src, i);
-  uint8_t *q = base_calloc((size_t)(out * w->shape[1]), 1),
+  uint8_t *q = base_calloc((size_t)(out * w->shape[w->ndim - 1]), 1),
           *z = w->qz ? base_calloc((size_t)groups, 1) : NULL;
   uint16_t *sc = base_calloc((size_t)groups, sizeof *sc);
   rx_module_on_free(g->m, free, q);
@@ -595,6 +654,87 @@ static rx_status fuse_rows(gb *g) {
   return NULL;
 }
 
+/* The checkpoint's tensor name, checked against the shape [full] of ndim dims the config implies
+ * and for a dtype the importer converts (f32, f16, bf16): *out_t and its bytes *out_data. */
+static rx_status find_tensor(gb *g, hf_ckpt *ck, const char *name, int ndim, const int64_t *full,
+                             const rx_st_tensor **out_t, const uint8_t **out_data) {
+  const rx_st_tensor *t = *out_t = hf_ckpt_find(ck, name, out_data);
+  if (!t) {
+    rx_strbuf files = {0};
+    rx_status s =
+        base_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the checkpoint (%s)",
+                         name, g->c->arch_name, hf_ckpt_files(ck, &files));
+    base_strbuf_free(&files);
+    return s;
+  }
+  bool same = t->ndim == ndim;
+  for (int d = 0; same && d < ndim; d++) same = t->shape[d] == full[d];
+  if (!same) {
+    char want[96], got[96];
+    shape_text(want, sizeof want, ndim, full);
+    shape_text(got, sizeof got, t->ndim, t->shape);
+    char moe[96] = ""; /* the sparse layers' sizes, for a MoE model */
+    if (g->c->experts)
+      snprintf(moe, sizeof moe, ", experts %lld, expert intermediate %lld",
+               (long long)g->c->experts, (long long)g->c->moe_inter);
+    return base_status_make(RX_ERR_INVALID,
+                            "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
+                            "%lld, heads %lld, kv heads %lld, head_dim %lld, intermediate %lld, "
+                            "vocab %lld%s)",
+                            name, got, want, (long long)g->c->hidden, (long long)g->c->heads,
+                            (long long)g->c->kv_heads, (long long)g->c->head_dim,
+                            (long long)g->c->intermediate, (long long)g->c->vocab, moe);
+  }
+  if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
+    return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16%s",
+                            name, t->f8_e4m3 ? "F8_E4M3" : ir_dtype_name(t->dtype),
+                            t->f8_e4m3 ? " (a dense weight: no quantization_config, or one that "
+                                         "keeps this module dense, names it)"
+                                       : "");
+  return NULL;
+}
+
+/* The experts entry w ([E, out, in], layer l, entry id W_EXP_*) from the checkpoint's E
+ * per-expert tensors, stacked in their source dtype into one tensor the module owns (every
+ * expert's tensors in one dtype): for W_EXP_GATE_UP each expert's gate rows then its up rows
+ * (Mixtral's experts.e.w1 and w3, Qwen's experts.e.gate_proj and up_proj, [out / 2, in] each),
+ * for W_EXP_DOWN its down projection (w2, down_proj). */
+static rx_status stack_experts(gb *g, hf_ckpt *ck, hf_w *w, int64_t l, int id) {
+  static const char *const mix[2][2] = {{"w1", "w3"}, {"w2", NULL}};
+  static const char *const qwen[2][2] = {{"gate_proj", "up_proj"}, {"down_proj", NULL}};
+  int k = id == W_EXP_DOWN, parts = k ? 1 : 2;
+  const int64_t full[2] = {w->shape[1] / parts, w->in ? w->in : w->shape[2]};
+  uint8_t *data = NULL;
+  rx_dtype dt = RX_DTYPE_UNKNOWN;
+  size_t bytes = 0; /* of one part */
+  for (int64_t e = 0; e < w->shape[0]; e++)
+    for (int p = 0; p < parts; p++) {
+      char name[160];
+      if (g->c->moe_names == RX_HF_MOE_MIXTRAL)
+        snprintf(name, sizeof name, "model.layers.%lld.block_sparse_moe.experts.%lld.%s.weight",
+                 (long long)l, (long long)e, mix[k][p]);
+      else
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.experts.%lld.%s.weight", (long long)l,
+                 (long long)e, qwen[k][p]);
+      const rx_st_tensor *t;
+      const uint8_t *src;
+      RX_RETURN_IF_ERROR(find_tensor(g, ck, name, 2, full, &t, &src));
+      if (!data) {
+        dt = t->dtype;
+        bytes = (size_t)(full[0] * full[1]) * (size_t)(ir_dtype_bits(dt) / 8);
+        data = base_malloc(bytes * (size_t)(parts * w->shape[0]));
+        rx_module_on_free(g->m, free, data);
+      } else if (t->dtype != dt) {
+        return base_status_make(RX_ERR_INVALID,
+                                "tensor '%s' is %s where expert 0's is %s: the experts of a layer "
+                                "are stacked into one tensor of one dtype",
+                                name, ir_dtype_name(t->dtype), ir_dtype_name(dt));
+      }
+      memcpy(data + (size_t)(e * parts + p) * bytes, src, bytes);
+    }
+  return w->in ? add_quantized(g, w, dt, data) : put_weight(g, w, dt, data);
+}
+
 /* Finds, checks and adds every weight to the module, from the checkpoint ck or the GGUF file gf
  * (sources stay mapped: the module unmaps them when it is freed). */
 static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
@@ -622,38 +762,15 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       RX_RETURN_IF_ERROR(add_ckpt_quantized(g, ck, w));
       continue;
     }
+    if (w->ndim == 3) {
+      RX_RETURN_IF_ERROR(
+          stack_experts(g, ck, w, (int64_t)(i / W_PER_LAYER), (int)(i % W_PER_LAYER)));
+      continue;
+    }
     const uint8_t *data;
-    const rx_st_tensor *t = hf_ckpt_find(ck, w->hf, &data);
-    if (!t) {
-      rx_strbuf files = {0};
-      rx_status s =
-          base_status_make(RX_ERR_NOT_FOUND, "tensor '%s' (%s) is missing from the checkpoint (%s)",
-                           w->hf, g->c->arch_name, hf_ckpt_files(ck, &files));
-      base_strbuf_free(&files);
-      return s;
-    }
     const int64_t full[2] = {w->shape[0], w->in ? w->in : w->shape[1]};
-    bool same = t->ndim == w->ndim;
-    for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == full[d];
-    if (!same) {
-      char want[96], got[96];
-      shape_text(want, sizeof want, w->ndim, full);
-      shape_text(got, sizeof got, t->ndim, t->shape);
-      return base_status_make(
-          RX_ERR_INVALID,
-          "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
-          "%lld, heads %lld, kv heads %lld, head_dim %lld, intermediate %lld, "
-          "vocab %lld)",
-          w->hf, got, want, (long long)g->c->hidden, (long long)g->c->heads,
-          (long long)g->c->kv_heads, (long long)g->c->head_dim, (long long)g->c->intermediate,
-          (long long)g->c->vocab);
-    }
-    if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
-      return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16%s",
-                              w->hf, t->f8_e4m3 ? "F8_E4M3" : ir_dtype_name(t->dtype),
-                              t->f8_e4m3 ? " (a dense weight: no quantization_config, or one that "
-                                           "keeps this module dense, names it)"
-                                         : "");
+    const rx_st_tensor *t;
+    RX_RETURN_IF_ERROR(find_tensor(g, ck, w->hf, w->ndim, full, &t, &data));
     if (w->in) {
       RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
       continue;
@@ -1096,6 +1213,92 @@ static rx_var *normed(gb *g, const fwd *f, const char *name, rx_var *h, rx_var *
   return bias ? op2(g, name, "add", y, bias) : y;
 }
 
+/* The experts' product of x for each token's k experts (MoE ops, ops/moe.c): y [n k, out] in
+ * (token, slot) order. Prefill: the grouped GEMM over the tokens grouped by expert (moe_matmul
+ * with moe_group's indptr and order); decode: each (token, slot) reads only its expert's rows
+ * (moe_gemv over the experts [b, k] directly). gathered: x [n k, in] already in (token, slot)
+ * order (the down projection's input); gated: w holds each expert's gate rows then its up rows,
+ * and y = silu(x gate^T) * (x up^T). */
+static rx_var *experts_mm(gb *g, const fwd *f, const char *name, rx_var *x, rx_var *w, rx_var *ids,
+                          rx_var *indptr, rx_var *order, bool gathered, bool gated) {
+  rx_node *a[6] = {A(g, x)};
+  int n = 1 + weight_args(g, w, a + 1);
+  if (f->decode) {
+    a[n++] = A(g, ids);
+  } else {
+    a[n++] = A(g, indptr);
+    a[n++] = A(g, order);
+  }
+  const hf_w *qw = quantized(g, w);
+  const rx_attr *at[4] = {rx_attr_bool(g->m, "gathered", gathered),
+                          rx_attr_bool(g->m, "gated", gated),
+                          rx_attr_int(g->m, "top_k", g->c->top_k),
+                          qw ? rx_attr_str(g->m, "scheme", qw->qi->name) : NULL};
+  if (f->decode) at[2] = at[3];
+  int nat = (f->decode ? 2 : 3) + (qw != NULL);
+  return op(g, name, f->decode ? "moe_gemv" : "moe_matmul", a, n, at, nat);
+}
+
+/* A sparse layer's MLP of rms_norm(h, nw), in R (Mixtral, Qwen2-MoE, Qwen3-MoE as transformers
+ * computes them): the router's logits softmaxed over every expert in f32, the k largest
+ * (topk: sorted, ties by the lower index, as torch.topk), renormalized to sum to 1 where the
+ * description says (norm_topk); each token's k experts' SwiGLU (experts_mm), combined as
+ * sum_s w[t, s] y[t, s, :] in f32; Qwen2-MoE's shared expert, a SwiGLU of its own, scaled by
+ * sigmoid(shared_expert_gate x) and added. */
+static rx_var *moe(gb *g, const fwd *f, int64_t l, rx_var *h, rx_var *nw) {
+  const rx_hf_config *c = g->c;
+  char nm[64];
+#define NM(s) (snprintf(nm, sizeof nm, s "_%lld", (long long)l), nm)
+  rx_var *x = rms_norm(g, NM("moe_in"), h, nw);
+  rx_var *logits = to(g, NULL, linear(g, NM("router"), x, W(g, l, W_ROUTER), NULL), g->R);
+  const rx_attr *sat[1] = {rx_attr_int(g->m, "axis", -1)};
+  rx_node *sa[1] = {A(g, logits)};
+  rx_var *probs = op(g, NM("router_probs"), "softmax", sa, 1, sat, 1);
+  const rx_expr *kd[1] = {rx_sym_const(g->m, c->top_k)};
+  const rx_attr *tat[1] = {rx_attr_exprs(g->m, "k", kd, 1)};
+  rx_node *ta[1] = {A(g, probs)};
+  rx_var *top = op(g, NM("router_top"), "topk", ta, 1, tat, 1), *wts = NULL, *ids = NULL;
+  if (!g->err) g->err = rx_emit_get_item(g->b, A(g, top), 0, NM("router_weights"), &wts);
+  if (!g->err) g->err = rx_emit_get_item(g->b, A(g, top), 1, NM("experts"), &ids);
+  if (c->norm_topk) {
+    int64_t ax[1] = {-1};
+    const rx_attr *rat[2] = {rx_attr_ints(g->m, "axes", ax, 1),
+                             rx_attr_bool(g->m, "keepdims", true)};
+    rx_node *ra[1] = {A(g, wts)};
+    wts = op2(g, NM("router_weights_norm"), "divide", wts, op(g, NULL, "sum", ra, 1, rat, 2));
+  }
+  rx_var *indptr = NULL, *order = NULL;
+  if (!f->decode) { /* the (token, slot) pairs grouped by expert: the ragged packing */
+    const rx_attr *gat[1] = {rx_attr_int(g->m, "num_experts", c->experts)};
+    rx_node *ga[1] = {A(g, ids)};
+    rx_var *grp = op(g, NM("expert_groups"), "moe_group", ga, 1, gat, 1);
+    if (!g->err) g->err = rx_emit_get_item(g->b, A(g, grp), 0, NM("expert_indptr"), &indptr);
+    if (!g->err) g->err = rx_emit_get_item(g->b, A(g, grp), 1, NM("expert_order"), &order);
+  }
+  rx_var *act = experts_mm(g, f, NM("experts_act"), x, W(g, l, W_EXP_GATE_UP), ids, indptr, order,
+                           false, true);
+  rx_var *y = experts_mm(g, f, NM("experts_out"), act, W(g, l, W_EXP_DOWN), ids, indptr, order,
+                         true, false);
+  const rx_expr *yd[3] = {f->n, rx_sym_const(g->m, c->top_k), rx_sym_const(g->m, c->hidden)};
+  y = to(g, NULL, reshape(g, NULL, y, yd, 3), g->R);
+  int64_t e2[1] = {2}, s1[1] = {1};
+  const rx_attr *eat[1] = {rx_attr_ints(g->m, "axes", e2, 1)};
+  rx_node *ea[1] = {A(g, wts)};
+  y = op2(g, NULL, "multiply", y, op(g, NULL, "expand_dims", ea, 1, eat, 1));
+  const rx_attr *cat[1] = {rx_attr_ints(g->m, "axes", s1, 1)};
+  rx_node *ca[1] = {A(g, y)};
+  rx_var *out = op(g, c->shared_inter ? NULL : NM("moe_out"), "sum", ca, 1, cat, 1);
+  if (!c->shared_inter) return out;
+  rx_var *sg = linear(g, NM("shared_gate"), x, W(g, l, W_SH_GATE), NULL);
+  rx_var *su = linear(g, NM("shared_up"), x, W(g, l, W_SH_UP), NULL);
+  rx_var *sa2 = op2(g, NM("shared_act"), "multiply", op1(g, NULL, "silu", sg), su);
+  rx_var *sd = to(g, NULL, linear(g, NM("shared_out"), sa2, W(g, l, W_SH_DOWN), NULL), g->R);
+  rx_var *gate = to(g, NULL, linear(g, NM("shared_score"), x, W(g, l, W_SH_ROUTER), NULL), g->R);
+  rx_var *scaled = op2(g, NULL, "multiply", op1(g, NULL, "sigmoid", gate), sd);
+  return op2(g, NM("moe_out"), "add", out, scaled);
+#undef NM
+}
+
 /* The MLP of rms_norm(h, nw): act(gate) * up, then down: SwiGLU (silu) or GeGLU (tanh GELU), from
  * gate_proj and up_proj or Phi-3's one gate_up_proj (its gate rows first). With f->fold the norm
  * is folded into the projections, and SwiGLU's gate and up of one format are one kernel. */
@@ -1197,8 +1400,13 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   o = to(g, NULL, o, g->R);
   if (c->sandwich) o = norm_as(g, NM("attn_post"), o, W(g, l, W_POST_NORM), g->R);
   h = op2(g, NM("h_attn"), "add", h, o);
-  rx_var *down = mlp(g, f, l, h, W(g, l, c->sandwich ? W_PRE_FF_NORM : W_POST_NORM));
-  down = to(g, NULL, down, g->R);
+  rx_var *down;
+  if (c->experts && c->sparse[l]) { /* its result in R already */
+    down = moe(g, f, l, h, W(g, l, W_POST_NORM));
+  } else {
+    down = mlp(g, f, l, h, W(g, l, c->sandwich ? W_PRE_FF_NORM : W_POST_NORM));
+    down = to(g, NULL, down, g->R);
+  }
   if (c->sandwich) down = norm_as(g, NM("mlp_post"), down, W(g, l, W_POST_FF_NORM), g->R);
   return op2(g, NM("h"), "add", h, down);
 #undef NM
@@ -1210,7 +1418,8 @@ static void weight_params(gb *g) {
   for (size_t i = 0; i < g->nw && !g->err; i++) {
     hf_w *w = &g->w[i];
     if (!w->present) continue;
-    const rx_expr *d[2] = {rx_sym_const(g->m, w->shape[0]), rx_sym_const(g->m, w->shape[1])};
+    const rx_expr *d[3] = {rx_sym_const(g->m, w->shape[0]), rx_sym_const(g->m, w->shape[1]),
+                           rx_sym_const(g->m, w->shape[2])};
     g->err = rx_builder_param(g->b, w->param, tensor(g, w->dtype, w->ndim, d), &g->wv[i]);
   }
   if (!g->c->tie_embeddings) return;
@@ -1361,6 +1570,21 @@ typedef struct wformat {
   long long tensors, weights, bytes;
 } wformat;
 
+/* The bytes entry w is stored in, with its scales, zero points and GPTQ's g_idx. */
+static long long entry_bytes(const gb *g, const hf_w *w) {
+  long long b = 0;
+  const hf_w *parts[4] = {w, w->qi && w->qs ? &g->w[w->qs] : NULL,
+                          w->qi && w->qz ? &g->w[w->qz] : NULL,
+                          w->qi && w->qg ? &g->w[w->qg] : NULL};
+  for (int k = 0; k < 4; k++) {
+    if (!parts[k]) continue;
+    long long e = parts[k]->shape[0];
+    for (int d = 1; d < parts[k]->ndim; d++) e *= parts[k]->shape[d];
+    b += e * (ir_dtype_bits(parts[k]->dtype) / 8);
+  }
+  return b;
+}
+
 static void weight_formats(const gb *g, rx_strbuf *out) {
   enum { MAXF = 16 };
   wformat f[MAXF];
@@ -1368,22 +1592,16 @@ static void weight_formats(const gb *g, rx_strbuf *out) {
   for (size_t i = 0; i < g->nw; i++) {
     const hf_w *w = &g->w[i];
     if (!w->present || w->derived) continue;
-    long long elems = w->shape[0] * (w->ndim == 2 ? w->shape[1] : 1);
-    long long bytes = elems * (ir_dtype_bits(w->dtype) / 8);
+    long long elems =
+        w->shape[0] * (w->ndim >= 2 ? w->shape[1] : 1) * (w->ndim == 3 ? w->shape[2] : 1);
+    long long bytes = entry_bytes(g, w); /* with the scales and zero points */
     const char *name = w->qi ? w->qi->name : ir_dtype_name(w->dtype);
-    /* the scales, zero points and g_idx */
-    size_t extra[3] = {w->qi ? w->qs : 0, w->qi ? w->qz : 0, w->qi ? w->qg : 0};
-    for (int k = 0; k < 3; k++)
-      if (extra[k])
-        bytes += g->w[extra[k]].shape[0] *
-                 (g->w[extra[k]].ndim == 2 ? g->w[extra[k]].shape[1] : 1) *
-                 (ir_dtype_bits(g->w[extra[k]].dtype) / 8);
     int at = 0;
     while (at < nf && strcmp(f[at].name, name)) at++;
     if (at == MAXF) continue;
     if (at == nf) f[nf++] = (wformat){name, 0, 0, 0};
     f[at].tensors++;
-    f[at].weights += w->qi ? (w->out ? w->out : w->shape[0]) * w->in : elems;
+    f[at].weights += w->qi ? (w->out ? w->out : elems / w->shape[w->ndim - 1]) * w->in : elems;
     f[at].bytes += bytes;
   }
   base_strbuf_append(out, "[");
@@ -1395,6 +1613,40 @@ static void weight_formats(const gb *g, rx_strbuf *out) {
   base_strbuf_append(out, "]");
 }
 
+/* A mixture of experts' numbers for llm.json (relaxc inspect prints them), NULL for a dense
+ * model: {"experts": E, "top_k": k, "sparse_layers": S, "params": P, "active_params": A,
+ * "active_bytes": AB, "decode_bytes": D}. P counts every weight of the checkpoint once (the
+ * computed rope tables aside); A the weights one token runs through: everything dense (the
+ * embedding table and the output layer whole, as model cards count them) and k of the E experts
+ * of each sparse layer; AB their bytes as stored. D is what a decode step of one token reads, by
+ * what each kernel reads: moe_gemv the rows of the token's k experts only (k / E of each experts
+ * tensor), take one row of the embedding table (all of it when it is the tied output layer),
+ * every other weight whole. */
+static void moe_numbers(const gb *g, rx_strbuf *out) {
+  const rx_hf_config *c = g->c;
+  long long params = 0, sparse = 0, embed_rows = c->tie_embeddings ? 1 : c->vocab;
+  double active = 0, active_bytes = 0, decode = 0;
+  for (int64_t l = 0; l < c->layers; l++) sparse += c->sparse[l];
+  for (size_t i = 0; i < g->nw; i++) {
+    const hf_w *w = &g->w[i];
+    if (!w->present || w->derived || !w->hf[0]) continue;
+    long long n = w->qi ? w->shape[0] * w->in : w->shape[0];
+    for (int d = 1; d < w->ndim && !w->qi; d++) n *= w->shape[d];
+    if (w->qi && w->ndim == 3) n = w->shape[0] * w->shape[1] * w->in;
+    double share = w->ndim == 3 ? (double)c->top_k / (double)c->experts : 1; /* of the experts */
+    double b = (double)entry_bytes(g, w);
+    params += n;
+    active += share * (double)n;
+    active_bytes += share * b;
+    decode += i == (size_t)(c->layers * W_PER_LAYER + G_EMBED) ? b / (double)embed_rows : share * b;
+  }
+  base_strbuf_printf(
+      out,
+      "{\"experts\": %lld, \"top_k\": %lld, \"sparse_layers\": %lld, \"params\": "
+      "%lld, \"active_params\": %.0f, \"active_bytes\": %.0f, \"decode_bytes\": %.0f}",
+      (long long)c->experts, (long long)c->top_k, sparse, params, active, active_bytes, decode);
+}
+
 /* The tokenizer.json of a GGUF file's tokenizer.ggml.* (none without tokenizer.ggml.model), and
  * the sections. */
 static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
@@ -1404,8 +1656,11 @@ static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
   if (!s) {
     rx_strbuf fm = {0};
     weight_formats(g, &fm);
-    s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, tok.data,
-                        tok.len);
+    rx_strbuf moe = {0};
+    if (g->c->experts) moe_numbers(g, &moe);
+    s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, moe.data,
+                        tok.data, tok.len);
+    base_strbuf_free(&moe);
     if (!s) s = hf_add_chat_template(g->m, path, f);
     base_strbuf_free(&fm);
   }
@@ -1481,7 +1736,10 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
   if (!s && !gf) {
     rx_strbuf fm = {0};
     weight_formats(&g, &fm);
-    s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, NULL, 0);
+    rx_strbuf moe = {0};
+    if (c.experts) moe_numbers(&g, &moe);
+    s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, moe.data, NULL, 0);
+    base_strbuf_free(&moe);
     if (!s) s = hf_add_chat_template(m, dir, NULL);
     base_strbuf_free(&fm);
   }

@@ -29,7 +29,7 @@ static rx_status check_tokenizer(const char *json, size_t len, const char *name,
 }
 
 rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, rx_dtype t,
-                          int64_t max_len, int64_t max_batch, const char *formats,
+                          int64_t max_len, int64_t max_batch, const char *formats, const char *moe,
                           const char *tok_json, size_t tok_len) {
   rx_strbuf j = {0};
   base_strbuf_append(&j, "{\"format\": 1, \"architecture\": ");
@@ -53,6 +53,7 @@ rx_status hf_add_sections(rx_module *m, const char *dir, const rx_hf_config *c, 
                      (long long)c->layers, (long long)c->kv_heads, (long long)c->head_dim,
                      ir_dtype_name(t));
   if (formats) base_strbuf_printf(&j, ", \"weight_formats\": %s", formats);
+  if (moe) base_strbuf_printf(&j, ", \"moe\": %s", moe);
   base_strbuf_append(&j, "}\n");
   rx_status s = ir_module_add_section(m, "llm.json", j.data, j.len);
   base_strbuf_free(&j);

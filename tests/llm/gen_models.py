@@ -55,6 +55,12 @@ from transformers import (  # noqa: E402
     LlamaForCausalLM,
     MistralConfig,
     MistralForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
     Phi3Config,
@@ -97,8 +103,13 @@ KJV_MODEL_STEPS = {"kjv-llama": KJV_STEPS, "kjv-llama-256": 300}
 KJV_SAVE_DTYPE = {"kjv-llama": torch.float32, "kjv-llama-256": torch.float16}
 TRAINED_NAMES = tuple(KJV_SHAPES)
 
+# The mixture-of-experts models (issue 32): k = 2 of 4 or 8 experts per token, so a prompt of one
+# token leaves at least E - 2 experts without a token (and a decode step of b sequences at least
+# E - 2 b): the 1-token prompt, the decode steps of one sequence and the two-sequence batched
+# decode of tests/unit/test_llm.c run empty expert groups (check_moe_routing asserts it).
+MOE_NAMES = ("tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe")
 RANDOM_NAMES = ("tiny-llama-gqa", "tiny-llama3", "tiny-mistral", "tiny-qwen2", "tiny-qwen3",
-                "tiny-phi3", "tiny-gemma3", "tiny-gemma2")
+                "tiny-phi3", "tiny-gemma3", "tiny-gemma2") + MOE_NAMES
 # Models whose config.json keeps transformers 5's layout (rope_parameters, layer_types, dtype)
 T5_LAYOUT = ("tiny-llama-gqa", "tiny-gemma3")
 GEMMA_NAMES = ("tiny-gemma3", "tiny-gemma2")
@@ -139,6 +150,8 @@ def write_legacy_config(folder, extra=None):
     if "dtype" in cfg:
         cfg["torch_dtype"] = cfg.pop("dtype")
     cfg.pop("layer_types", None)
+    if cfg.get("model_type") == "qwen3_moe":  # transformers 5 writes its attribute's name
+        cfg["num_experts"] = cfg.pop("num_local_experts")
     cfg.update(extra or {})
     with open(path, "w") as f:
         json.dump(dict(sorted(cfg.items())), f, indent=2)
@@ -396,6 +409,38 @@ def random_spec(name):
                            attn_logit_softcapping=6.0, final_logit_softcapping=8.0,
                            tie_word_embeddings=True)
         return Gemma2ForCausalLM, cfg, torch.float16
+    if name == "tiny-mixtral":
+        # 4 experts of intermediate 128 (w1 gate, w3 up, w2 down), 2 per token: softmax over the
+        # 4 router logits, the top 2 renormalized; Mixtral's rope base 1e6, no window
+        cfg = MixtralConfig(**COMMON, num_key_value_heads=2, num_local_experts=4,
+                            num_experts_per_tok=2, rope_parameters={"rope_type": "default",
+                                                                    "rope_theta": 1000000.0},
+                            sliding_window=None, tie_word_embeddings=False)
+        return MixtralForCausalLM, cfg, torch.float32
+    if name == "tiny-qwen2-moe":
+        # 3 layers: 0 and 2 sparse (8 experts of intermediate 32, 2 per token, not renormalized:
+        # norm_topk_prob false, and the shared expert of intermediate 96 times
+        # sigmoid(shared_expert_gate x)), layer 1 in mlp_only_layers: a dense MLP of
+        # intermediate_size 128; q/k/v biases; use_sliding_window with max_window_layers 3:
+        # transformers 5 puts the window (32) on the layers i < 3 with (i + 1) odd (0 and 2)
+        cfg = Qwen2MoeConfig(**dict(COMMON, num_hidden_layers=3), num_key_value_heads=2,
+                             num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                             shared_expert_intermediate_size=96, mlp_only_layers=[1],
+                             norm_topk_prob=False, use_sliding_window=True, sliding_window=32,
+                             max_window_layers=3,
+                             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                             tie_word_embeddings=False)
+        return Qwen2MoeForCausalLM, cfg, torch.bfloat16
+    if name == "tiny-qwen3-moe":
+        # q/k norms per head, head_dim 32; decoder_sparse_step 2: layer 0 a dense MLP, layer 1 8
+        # experts of intermediate 32, 2 per token, renormalized (norm_topk_prob true, as
+        # Qwen3-30B-A3B's config has it); tied embeddings
+        cfg = Qwen3MoeConfig(**COMMON, num_key_value_heads=2, head_dim=32, num_experts=8,
+                             num_experts_per_tok=2, moe_intermediate_size=32,
+                             decoder_sparse_step=2, norm_topk_prob=True,
+                             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                             tie_word_embeddings=True)
+        return Qwen3MoeForCausalLM, cfg, torch.float16
     raise KeyError(name)
 
 
@@ -423,9 +468,12 @@ RANDOM_SCALES = {  # the RMS of the entries (before the shaping by M)
     "q_proj": 0.2, "k_proj": 0.2, "v_proj": 0.1, "o_proj": 0.03,
     "gate_proj": 0.1, "up_proj": 0.1, "down_proj": 0.03,
     "qkv_proj": 0.17, "gate_up_proj": 0.1,  # qkv: longrope scales the scores by 1.26^2
+    # MoE: the router (its logits have a standard deviation of about 4, so the top 2 of 4 or 8
+    # experts are well apart: check_moe_routing measures the gap), Qwen2-MoE's shared-expert gate
+    "gate": 0.5, "shared_expert_gate": 0.1,
 }
 READS_HIDDEN = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "lm_head", "qkv_proj",
-                "gate_up_proj")
+                "gate_up_proj", "gate", "shared_expert_gate")
 # Gemma's norms scale by (1 + w): their w is drawn as for the others and 1 subtracted, so that the
 # scale is the same; its post-attention and post-feed-forward norms (which set the size of what a
 # block adds, after o_proj and down_proj) get a small scale, as o_proj and down_proj have
@@ -482,8 +530,13 @@ def randomize(model, seed):
                 u = v @ in_u
                 norm = RANDOM_SCALES[kind] * math.sqrt(RANDOM_RANK)
                 v = v - u + u / u.norm(dim=1, keepdim=True) * norm
-            elif kind == "lm_head":
+            elif kind in ("lm_head", "gate", "shared_expert_gate"):
                 v = RANDOM_SCALES[kind] * torch.randn(p.shape, generator=gen, dtype=f64) @ shape
+            elif p.dim() == 3:  # experts stacked [E, out, in] (gate_up_proj, down_proj)
+                kind = pname.split(".")[-1]
+                v = torch.stack([RANDOM_SCALES[kind] * orthogonal(*p.shape[1:])
+                                 for _ in range(p.shape[0])])
+                v = v @ shape if kind in READS_HIDDEN else shape @ v
             else:
                 v = RANDOM_SCALES[kind] * orthogonal(*p.shape)
                 if kind in READS_HIDDEN:
@@ -673,6 +726,53 @@ def check_softcap(model, prompt):
         log(f"  tiny-gemma2: without {key} the last logits differ by up to {d:.3f}")
 
 
+# The smallest gap between a token's k-th and (k+1)-th router logits that a reference may hold (in
+# every sparse layer, at every prompt, decode step and greedy token): f16's rounding moves the
+# logits (standard deviation about 4) by up to about 5e-3, and an expert chosen the other way would
+# change that token's output entirely, so prompts are redrawn as for near-tied greedy tokens.
+ROUTER_MIN_GAP = 1e-2
+
+
+@torch.no_grad()
+def router_gap(model, seqs):
+    """The smallest gap between the k-th and the (k+1)-th router logit of any token of seqs in
+    any sparse layer (transformers' router_logits, one forward per sequence)."""
+    k = model.config.num_experts_per_tok
+    gap = math.inf
+    for ids in seqs:
+        out = model(input_ids=torch.tensor([ids]), output_router_logits=True)
+        for lg in out.router_logits:
+            top = torch.topk(lg.float(), k + 1, -1).values
+            gap = min(gap, float((top[:, k - 1] - top[:, k]).min()))
+    return gap
+
+
+@torch.no_grad()
+def check_moe_routing(model, name, prompts, gap):
+    """For the MoE models: that the 1-token prompt leaves experts without a token in every
+    sparse layer, and each sparse layer's experts and weights at the 7-token prompt (tokens x k)
+    as transformers routes them."""
+    cfg = model.config
+    E = getattr(cfg, "num_local_experts", None) or cfg.num_experts
+    k = cfg.num_experts_per_tok
+    renorm = cfg.model_type == "mixtral" or cfg.norm_topk_prob
+    routes = {}
+    for L in (1, GREEDY_PROMPT):
+        out = model(input_ids=torch.tensor([prompts[L]]), output_router_logits=True)
+        for i, lg in enumerate(out.router_logits):
+            top = torch.topk(torch.softmax(lg.float(), -1), k, -1)
+            if L == 1:
+                assert len(set(top.indices.flatten().tolist())) < E, (name, i)
+                continue
+            w = top.values / top.values.sum(-1, keepdim=True) if renorm else top.values
+            routes[str(i)] = {"experts": top.indices.tolist(),
+                              "weights": [[sig(x, 6) for x in r] for r in w.tolist()]}
+    log(f"  {name}: {len(routes)} sparse layers, {k} of {E} experts per token; the smallest gap "
+        f"between a token's {k}th and next router logit {gap:.4f}")
+    return {"experts": E, "top_k": k, "renormalized": bool(renorm), "router_min_gap": sig(gap),
+            "routes_7": routes}
+
+
 def prompts_for(name, model, attempt):
     """Prompts of every length: for a trained model, <s> and the held-out text from its verse
     `attempt` on; for a random model, pseudo-random ids (3 .. vocab-1) from a seed made of its
@@ -802,9 +902,12 @@ def make_refs(name):
     for attempt in range(100):
         prompts = prompts_for(name, model, attempt)
         results, toks, gaps, min_gap = compute_refs(model, prompts)
-        if min_gap >= MIN_GAP:
+        rgap = router_gap(model, [prompts[L] + results[L][1] for L in PROMPT_LENGTHS] +
+                          [prompts[GREEDY_PROMPT] + toks]) if name in MOE_NAMES else math.inf
+        if min_gap >= MIN_GAP and rgap >= ROUTER_MIN_GAP:
             break
-        log(f"  {name}: prompts {attempt} have a top-2 gap of {min_gap:.4f}; next ones")
+        log(f"  {name}: prompts {attempt} have a top-2 gap of {min_gap:.4f}, a router gap of "
+            f"{rgap:.4f}; next ones")
     else:
         raise RuntimeError(f"{name}: no prompts without near-ties")
     if window is not None:
@@ -813,6 +916,7 @@ def make_refs(name):
         check_longrope(model)
     if name == "tiny-gemma2":
         check_softcap(model, prompts[33])
+    moe = check_moe_routing(model, name, prompts, rgap) if name in MOE_NAMES else None
     ref = {
         "model": name,
         "architecture": cfg.architectures[0],
@@ -834,6 +938,8 @@ def make_refs(name):
         log(f"  {name} L={L}: decode tokens {fed}, cached vs uncached {err:.2e}")
     ref["greedy"] = {"prompt": prompts[GREEDY_PROMPT], "tokens": toks,
                      "gaps": [round(g, 6) for g in gaps]}
+    if moe:
+        ref["moe"] = moe
     log(f"  {name}: greedy {toks}; smallest top-2 gap of any chosen token {min_gap:.4f}")
     if name in RANDOM_NAMES:
         f16 = hf_f16_errors(folder, prompts, results)
@@ -948,6 +1054,12 @@ def np_layer_kinds(cfg):
     if kinds is None and arch.startswith("Gemma"):
         period = 2 if arch.startswith("Gemma2") else cfg.get("sliding_window_pattern", 6)
         kinds = ["sliding_attention" if (i + 1) % period else "full_attention" for i in range(n)]
+    use = cfg.get("use_sliding_window", False)
+    if kinds is None and arch == "Qwen3MoeForCausalLM":  # use_sliding_window: every layer
+        kinds = ["sliding_attention" if use else "full_attention"] * n
+    if kinds is None and arch == "Qwen2MoeForCausalLM":  # below max_window_layers, every other
+        kinds = ["sliding_attention" if use and (i + 1) % 2 and i < cfg.get("max_window_layers", 28)
+                 else "full_attention" for i in range(n)]
     if kinds is None and arch.startswith("Qwen"):
         use = cfg.get("use_sliding_window", False)
         kinds = ["sliding_attention" if use and i >= cfg.get("max_window_layers", 28)
@@ -956,6 +1068,36 @@ def np_layer_kinds(cfg):
     if kinds is None:
         kinds = ["sliding_attention"] * n
     return [(win if k == "sliding_attention" else None, k) for k in kinds]
+
+
+def np_moe(cfg, w, p, h, act):
+    """A sparse layer from its per-expert tensors: softmax over the router's logits, the k
+    largest (the lower index first among equals), renormalized for Mixtral and with
+    norm_topk_prob, each token's experts' SwiGLU outputs summed with those weights; Qwen2-MoE's
+    shared expert times sigmoid(shared_expert_gate h) added."""
+    mix = p + "block_sparse_moe.gate.weight" in w
+    pre = p + ("block_sparse_moe." if mix else "mlp.")
+    names = ("w1", "w3", "w2") if mix else ("gate_proj", "up_proj", "down_proj")
+    k = cfg["num_experts_per_tok"]
+    lg = h @ w[pre + "gate.weight"].T
+    probs = np.exp(lg - lg.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    top = np.argsort(-probs, -1, kind="stable")[:, :k]
+    wt = np.take_along_axis(probs, top, -1)
+    if mix or cfg.get("norm_topk_prob"):
+        wt /= wt.sum(-1, keepdims=True)
+    m = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        for s in range(k):
+            e = f"{pre}experts.{top[t, s]}."
+            g, u = h[t] @ w[e + names[0] + ".weight"].T, h[t] @ w[e + names[1] + ".weight"].T
+            m[t] += wt[t, s] * ((act(g) * u) @ w[e + names[2] + ".weight"].T)
+    if pre + "shared_expert_gate.weight" in w:
+        se = pre + "shared_expert."
+        g, u = h @ w[se + "gate_proj.weight"].T, h @ w[se + "up_proj.weight"].T
+        sg = 1 / (1 + np.exp(-(h @ w[pre + "shared_expert_gate.weight"].T)))
+        m += sg * ((act(g) * u) @ w[se + "down_proj.weight"].T)
+    return m
 
 
 def np_forward(name, ids, decode_from=None):
@@ -1044,9 +1186,12 @@ def np_forward(name, ids, decode_from=None):
         x = x + o
         if p + "mlp.gate_up_proj.weight" in w:
             g, u = np.split(h @ w[p + "mlp.gate_up_proj.weight"].T, 2, -1)
-        else:
+            m = (act(g) * u) @ w[p + "mlp.down_proj.weight"].T
+        elif p + "mlp.gate_proj.weight" in w:
             g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-        m = (act(g) * u) @ w[p + "mlp.down_proj.weight"].T
+            m = (act(g) * u) @ w[p + "mlp.down_proj.weight"].T
+        else:
+            m = np_moe(cfg, w, p, h, act)
         if gemma:
             m = rms(m, w[p + "post_feedforward_layernorm.weight"])
         x = x + m
@@ -1098,7 +1243,7 @@ def sample_text(prompt, steps=120, temperature=0.8, seed=7):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", choices=ALL_NAMES + ("random",), action="append",
-                    help="a model (repeatable); `random`: the eight random models, which leaves "
+                    help="a model (repeatable); `random`: the random models, which leaves "
                          "the trained ones (several minutes each) alone")
     ap.add_argument("--refs-only", action="store_true", help="keep the models, redo references")
     ap.add_argument("--sample", action="store_true", help="print a sampled kjv-llama text")

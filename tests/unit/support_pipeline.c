@@ -61,6 +61,12 @@ static int32_t simt_err[RX_CHECK_WORDS];
 
 bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
                      simt_coalescing *acc, unsigned max_blocks, char *msg, size_t n) {
+  return rxk_simt_launch_only(kn, mod, e, b, acc, max_blocks, -1, msg, n);
+}
+
+bool rxk_simt_launch_only(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
+                          simt_coalescing *acc, unsigned max_blocks, int only, char *msg,
+                          size_t n) {
   int64_t v;
   unsigned grid[3];
   for (int a = 0; a < 3; a++) {
@@ -85,7 +91,8 @@ bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rx
     } else if (ka->kind == RX_KARG_BUFFER) {
       ptrs[a] = b->arg[ka->param].data;
       args[nargs++] = metal ? ptrs[a] : (void *)&ptrs[a];
-      ranges[nranges++] = (simt_range){ptrs[a], b->bytes[ka->param]};
+      if (only < 0 || ka->param == only)
+        ranges[nranges++] = (simt_range){ptrs[a], b->bytes[ka->param]};
     } else {
       if (!rxk_eval(ka->var, e, &v) || v < INT32_MIN || v > INT32_MAX)
         return snprintf(msg, n, "%s: scalar %s not evaluable", kn->name, ka->name), false;

@@ -61,6 +61,10 @@ bool rxk_uses_frags(const rxk_prepared *p);
  * max_blocks blocks (0: all). Returns false with a message. */
 bool rxk_simt_launch(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
                      simt_coalescing *acc, unsigned max_blocks, char *msg, size_t n);
+/* The same, the coalescing report counting only the accesses to buffer parameter `only` (its
+ * index in b; -1: every buffer), e.g. the bytes a kernel reads of one weight. */
+bool rxk_simt_launch_only(const rx_kernel *kn, simt_module *mod, const rxk_env *e, rxk_buffers *b,
+                          simt_coalescing *acc, unsigned max_blocks, int only, char *msg, size_t n);
 /* Runs every kernel of p whose condition holds, in order, in the SIMT emulator on b (symbolic
  * values from e). Returns false with a message: a launch that failed, or a run-time check that
  * failed (its message: "main: binding `y` (take): index 12 out of range [-10, 10) on axis 0"). */

@@ -554,6 +554,21 @@ static void hf_description(void) {
       /* Mistral and Phi-3: one window on every layer */
       {"\"architectures\": [\"MistralForCausalLM\"], \"sliding_window\": 8}", NULL, 8},
       {"\"architectures\": [\"Phi3ForCausalLM\"], \"sliding_window\": 8}", NULL, 8},
+      /* transformers 5's MoE rules: Qwen2-MoE the layers below max_window_layers with l + 1
+       * odd, Qwen3-MoE every layer; none without use_sliding_window (Mixtral: as Mistral) */
+      {"\"architectures\": [\"Qwen2MoeForCausalLM\"], \"use_sliding_window\": true, "
+       "\"sliding_window\": 8, \"max_window_layers\": 5, \"num_experts\": 4, "
+       "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8, "
+       "\"shared_expert_intermediate_size\": 8}",
+       "101010", 8},
+      {"\"architectures\": [\"Qwen3MoeForCausalLM\"], \"use_sliding_window\": true, "
+       "\"sliding_window\": 8, \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+       "\"moe_intermediate_size\": 8}",
+       "111111", 8},
+      {"\"architectures\": [\"Qwen3MoeForCausalLM\"], \"sliding_window\": 8, \"num_experts\": "
+       "4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8}",
+       NULL, 0},
+      {"\"architectures\": [\"MixtralForCausalLM\"], \"sliding_window\": 8}", NULL, 8},
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(cases); i++) {
     char text[2048];
@@ -600,6 +615,82 @@ static void hf_description(void) {
               "sandwich %d",
               rows[i].rest, c.rope_local_theta, c.rope_theta, c.attn_softcap, c.final_softcap,
               c.attn_scale, c.qk_norm, c.fused_qkv, c.sandwich);
+  }
+}
+
+/* The mixture-of-experts rows: each one's keys and defaults (transformers 5's MixtralConfig,
+ * Qwen2MoeConfig, Qwen3MoeConfig), which layers are sparse, and the errors that name the key. */
+static void hf_moe(void) {
+  static const char *const head =
+      "{\"hidden_size\": 16, \"intermediate_size\": 32, \"num_attention_heads\": 2, "
+      "\"num_key_value_heads\": 1, \"vocab_size\": 32, \"num_hidden_layers\": 6, ";
+  static const struct {
+    const char *rest;
+    int64_t experts, k, inter, shared;
+    bool norm, bias;
+    const char *sparse; /* sparse[l] of the 6 layers */
+  } rows[] = {
+      /* Mixtral: 8 experts, 2 per token, renormalized, of intermediate_size; jitter accepted */
+      {"\"architectures\": [\"MixtralForCausalLM\"], \"router_jitter_noise\": 0.1}", 8, 2, 32, 0,
+       true, false, "111111"},
+      {"\"architectures\": [\"MixtralForCausalLM\"], \"num_local_experts\": 4, "
+       "\"num_experts_per_tok\": 1}",
+       4, 1, 32, 0, true, false, "111111"},
+      /* Qwen2-MoE: the shared expert, q/k/v biases (qkv_bias), not renormalized by default;
+       * mlp_only_layers and decoder_sparse_step */
+      {"\"architectures\": [\"Qwen2MoeForCausalLM\"], \"num_experts\": 6, \"num_experts_per_tok\": "
+       "3, \"moe_intermediate_size\": 8, \"shared_expert_intermediate_size\": 24, "
+       "\"mlp_only_layers\": [0, 4], \"decoder_sparse_step\": 1}",
+       6, 3, 8, 24, false, true, "011101"},
+      {"\"architectures\": [\"Qwen2MoeForCausalLM\"], \"num_experts\": 6, \"num_experts_per_tok\": "
+       "3, \"moe_intermediate_size\": 8, \"shared_expert_intermediate_size\": 24, "
+       "\"qkv_bias\": false, \"norm_topk_prob\": true}",
+       6, 3, 8, 24, true, false, "111111"},
+      /* Qwen3-MoE: num_local_experts as transformers 5 writes it, decoder_sparse_step 2 */
+      {"\"architectures\": [\"Qwen3MoeForCausalLM\"], \"num_local_experts\": 8, "
+       "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 4, \"decoder_sparse_step\": 2}",
+       8, 2, 4, 0, false, false, "010101"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(rows); i++) {
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", head, rows[i].rest);
+    rx_hf_config c;
+    expect(hf_parse_config(text, strlen(text), "d/config.json", &c), NULL, rows[i].rest);
+    CHECK_MSG(c.experts == rows[i].experts && c.top_k == rows[i].k &&
+                  c.moe_inter == rows[i].inter && c.shared_inter == rows[i].shared &&
+                  c.norm_topk == rows[i].norm && c.qkv_bias == rows[i].bias,
+              "%s: experts %lld, k %lld, inter %lld, shared %lld, norm %d, bias %d", rows[i].rest,
+              (long long)c.experts, (long long)c.top_k, (long long)c.moe_inter,
+              (long long)c.shared_inter, c.norm_topk, c.qkv_bias);
+    for (int l = 0; l < 6; l++)
+      CHECK_MSG(c.sparse[l] == (rows[i].sparse[l] == '1'), "%s: layer %d", rows[i].rest, l);
+  }
+  static const struct {
+    const char *rest, *want;
+  } bad[] = {
+      {"\"architectures\": [\"MixtralForCausalLM\"], \"num_local_experts\": 4, "
+       "\"num_experts_per_tok\": 5}",
+       "num_experts_per_tok 5 exceeds the 4 experts"},
+      {"\"architectures\": [\"Qwen3MoeForCausalLM\"], \"num_experts\": 4, "
+       "\"num_experts_per_tok\": 2}",
+       "'moe_intermediate_size' is missing"},
+      {"\"architectures\": [\"Qwen2MoeForCausalLM\"], \"num_experts\": 4, \"num_experts_per_tok\": "
+       "2, \"moe_intermediate_size\": 8}",
+       "'shared_expert_intermediate_size' is missing"},
+      {"\"architectures\": [\"Qwen3MoeForCausalLM\"], \"num_experts\": 4, \"num_experts_per_tok\": "
+       "2, \"moe_intermediate_size\": 8, \"mlp_only_layers\": [6]}",
+       "mlp_only_layers[0] must be a layer index from 0 to 5"},
+      {"\"architectures\": [\"Qwen3MoeForCausalLM\"], \"num_experts\": 0, \"num_experts_per_tok\": "
+       "2, \"moe_intermediate_size\": 8}",
+       "'num_experts' is 0: expected an integer from 1 to 4096"},
+      {"\"architectures\": [\"DeepseekV3ForCausalLM\"]}",
+       "Qwen2MoeForCausalLM, Qwen3MoeForCausalLM)"},
+  };
+  for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
+    char text[2048];
+    snprintf(text, sizeof text, "%s%s", head, bad[i].rest);
+    rx_hf_config c;
+    expect(hf_parse_config(text, strlen(text), "d/config.json", &c), bad[i].want, bad[i].rest);
   }
 }
 
@@ -666,6 +757,7 @@ int main(int argc, char **argv) {
   gguf_rope_freqs(tmp);
   hf_config();
   hf_description();
+  hf_moe();
   hf_tokenizer(tmp);
   rmdir(tmp);
   return check_finish("test_hf_limits");

@@ -1,7 +1,9 @@
 # Writes a tiny Hugging Face model folder (config.json + model.safetensors, zero weights) with one
 # thing wrong, for the importer's error tests; no NumPy or torch needed.
 #   python3 mk_hf.py OUT_DIR good|arch|missing|shape|key|headdim|noweights|rope|syntax|inftheta|
-#                            geneos|badtok|badindex
+#                            geneos|badtok|badindex|moe|moemissing|moedtype
+# (moe*: a MixtralForCausalLM of 3 experts, 2 per token; moemissing lacks expert 1's w3, moedtype
+# holds expert 2's w2 in f16)
 import json
 import os
 import struct
@@ -33,6 +35,21 @@ for l in range(L):
                     p + "self_attn.v_proj.weight": [KV * D, H],
                     p + "self_attn.o_proj.weight": [H, NH * D], p + "mlp.gate_proj.weight": [I, H],
                     p + "mlp.up_proj.weight": [I, H], p + "mlp.down_proj.weight": [H, I]})
+dtypes = {}
+if mode.startswith("moe"):
+    config.update(architectures=["MixtralForCausalLM"], num_local_experts=3, num_experts_per_tok=2)
+    for l in range(L):
+        p = "model.layers.%d." % l
+        for k in ("gate", "up", "down"):
+            del tensors[p + "mlp.%s_proj.weight" % k]
+        tensors[p + "block_sparse_moe.gate.weight"] = [3, H]
+        for e in range(3):
+            q = p + "block_sparse_moe.experts.%d." % e
+            tensors.update({q + "w1.weight": [I, H], q + "w3.weight": [I, H], q + "w2.weight": [H, I]})
+if mode == "moemissing":
+    del tensors["model.layers.0.block_sparse_moe.experts.1.w3.weight"]
+if mode == "moedtype":
+    dtypes["model.layers.0.block_sparse_moe.experts.2.w2.weight"] = "F16"
 if mode == "missing":
     del tensors["model.layers.0.mlp.down_proj.weight"]
 if mode == "shape":
@@ -59,10 +76,11 @@ if mode == "badindex":  # a shard index with a trailing comma on line 2
 if mode not in ("noweights", "badindex"):
     header, offset = {}, 0
     for name, shape in tensors.items():
-        n = 4
+        dt = dtypes.get(name, "F32")
+        n = 2 if dt == "F16" else 4
         for d in shape:
             n *= d
-        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + n]}
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [offset, offset + n]}
         offset += n
     h = json.dumps(header).encode()
     with open(os.path.join(out, "model.safetensors"), "wb") as f:
