@@ -31,6 +31,18 @@ models/tiny-llama-q4_k.gguf: a random 1-layer llama whose rows are whole Q4_K su
   rows of blocks); token_embd and norms in F32. tiny-llama-q4_k.json: its 16 greedy tokens after
   a prompt from a NumPy forward pass over gguf-py's dequantization of those blocks (f32), the
   reference of tests/lit/run/gguf.test.
+models/tiny-{qwen3,gemma2,gemma3,phi3}-256-q4_k.gguf: a true K-quant of each new architecture:
+  the -256 variants of the random tiny models (tests/llm/gen_models.py --only tiny-qwen3-256 ...:
+  hidden 256, 4 heads of 64, feed-forward 256, vocab 256, 2 layers, the same features as the
+  64-wide ones) exported as the models/<model>-f16.gguf files are (arch_tensors, arch_hparams),
+  then every 2-D weight (token_embd and output included) in Q4_K by quantize_q4_k, checked by
+  gguf-py's dequantization: `llama-quantize --pure <f16> Q4_K_M` (without --pure, Q4_K_M would
+  keep output and half of the attn_v and ffn_down tensors in Q6_K). Their references,
+  ref/<model>-256-q4_k.json and ref/<model>-256-q4_k/*.npy, in the format of tests/llm/ref: the
+  last logits after prompts of 1, 7, 33 and 100 tokens and 8 decode steps each, and 32 greedy
+  tokens, from transformers (f32, eager) on the checkpoint with its 2-D weights replaced by
+  gguf-py's dequantization of the file's blocks (the file's exact weights); the reference code is
+  tests/llm/gen_models.py's (needs torch and transformers, requirements.txt).
 models/bad-*.gguf: tiny files for the error tests of tests/lit/run/gguf.test, each a 1-layer
   llama (hidden 32, 2 heads, feed-forward 64, vocab 32, F32 zeros) with one thing wrong:
   bad-arch (general.architecture "gptneox"), bad-missing (no blk.0.ffn_down.weight),
@@ -431,6 +443,126 @@ def export_arch(model, arch, qtype, name):
     finish(w)
 
 
+# ---- issue 32: a true K-quant of each: the -256 variants (tests/llm/gen_models.py, K256_NAMES),
+# whose every 2-D weight reads a whole number of 256-weight super-blocks ----
+def hf_weight_name(gg, st):
+    """The checkpoint's name of a 2-D weight that arch_tensors named gg in the file."""
+    if gg == "token_embd.weight":
+        return "model.embed_tokens.weight"
+    if gg == "output.weight":
+        return "lm_head.weight"
+    _, l, part, _ = gg.split(".")
+    for hf, g in ARCH_TENSORS.items():
+        k = f"model.layers.{l}.{hf}.weight"
+        if g == part and k in st:  # ffn_up: up_proj, or Phi-3's fused gate_up_proj
+            return k
+    raise KeyError(gg)
+
+
+def load_llm_script():
+    """tests/llm/gen_models.py as a module (its reference code: prompts, greedy runs, JSON)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("llm_gen_models",
+                                                  os.path.join(HERE, "..", "llm", "gen_models.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def export_arch_q4_k(model, arch):
+    """models/<model>-q4_k.gguf as `llama-quantize --pure <f16.gguf> Q4_K_M` writes it: every 2-D
+    weight (token_embd and output included) in Q4_K, quantized by quantize_q4_k and read back
+    through gguf-py's dequantization (without --pure, Q4_K_M would keep output and half of the
+    attn_v and ffn_down tensors in Q6_K: all 4-bit here); norms, q/k norms and Phi-3's rope
+    factors in F32. Returns {checkpoint name: gguf-py's dequantization} of the 2-D weights."""
+    src = os.path.join(LLM, model)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    from safetensors.torch import load_file as load_torch
+    st = {k: v.float().numpy() for k, v in load_torch(os.path.join(src, "model.safetensors")).items()}
+    w = gguf.GGUFWriter(os.path.join(HERE, "models", f"{model}-q4_k.gguf"), arch)
+    w.add_name(model)
+    arch_hparams(w, arch, cfg)
+    w.add_file_type(15)  # MOSTLY_Q4_K_M, as llama-quantize --pure Q4_K_M labels its file
+    w.add_bos_token_id(cfg["bos_token_id"])
+    w.add_eos_token_id(cfg["eos_token_id"])
+    tensors = arch_tensors(arch, cfg, st)
+    if arch == "phi3":
+        rs = cfg["rope_scaling"]
+        tensors += [("rope_factors_long.weight", np.array(rs["long_factor"], dtype=np.float32)),
+                    ("rope_factors_short.weight", np.array(rs["short_factor"], dtype=np.float32))]
+    deq = {}
+    for n, t in tensors:
+        t = np.ascontiguousarray(t, dtype=np.float32)
+        if t.ndim == 1:
+            w.add_tensor(n, t)
+            continue
+        assert t.shape[1] % 256 == 0, (model, n, t.shape)
+        blocks = quantize_q4_k(t)
+        back = gguf.quants.dequantize(blocks, T.Q4_K).reshape(t.shape).astype(np.float32)
+        err = np.abs(back - t).max() / np.abs(t).max()
+        assert err < 0.1, (model, n, err)  # gguf-py reads the blocks as quantize_q4_k meant them
+        deq[hf_weight_name(n, st)] = back
+        w.add_tensor(n, blocks, raw_dtype=T.Q4_K)
+    finish(w)
+    return deq
+
+
+def q4_k_refs(llm, model, deq):
+    """ref/<model>-q4_k.json and ref/<model>-q4_k/*.npy, as tests/llm/gen_models.py's make_refs
+    writes them: transformers in f32 (eager) on the checkpoint with its 2-D weights replaced by
+    gguf-py's dequantization of the file's Q4_K blocks (the file's exact weights), prompts of 1,
+    7, 33 and 100 tokens redrawn until every greedy choice leads by MIN_GAP. Also records how far
+    the Q4_K model's logits lie from the checkpoint's (q4_k_vs_checkpoint_rel_l2)."""
+    import torch
+    folder = os.path.join(LLM, model)
+    ref_model = llm.load_f32(folder)
+    q_model = llm.load_f32(folder)
+    with torch.no_grad():
+        params = dict(q_model.named_parameters())
+        for k, v in deq.items():
+            params[k].copy_(torch.from_numpy(v))
+        if q_model.config.tie_word_embeddings:
+            assert q_model.lm_head.weight.data_ptr() == params["model.embed_tokens.weight"].data_ptr()
+    best = None
+    for attempt in range(100):
+        prompts = llm.prompts_for(model, q_model, attempt)
+        results, toks, gaps, min_gap = llm.compute_refs(q_model, prompts)
+        if best is None or min_gap > best[-1]:
+            best = (prompts, results, toks, gaps, min_gap)
+        if min_gap >= llm.MIN_GAP:
+            break
+    # tiny-gemma2-256's logits crowd under its final soft-cap (8) over 256 tokens: no prompts
+    # reach MIN_GAP there; the widest of 100 draws is taken (its gaps are in the JSON, and the
+    # test compares greedy tokens up to the first gap below its tie bound)
+    prompts, results, toks, gaps, min_gap = best
+    assert min_gap >= 0.005, (model, min_gap)
+    name = f"{model}-q4_k"
+    out_dir = os.path.join(HERE, "ref", name)
+    os.makedirs(out_dir, exist_ok=True)
+    ref = {"model": name, "architecture": q_model.config.architectures[0],
+           "weights": "gguf-py's dequantization of the file's Q4_K blocks (2-D), checkpoint (norms)",
+           "transformers": llm.transformers.__version__, "torch": torch.__version__,
+           "attn_implementation": "eager",
+           "prompts": {str(L): prompts[L] for L in llm.PROMPT_LENGTHS}, "prefill": {}, "decode": {},
+           "q4_k_vs_checkpoint_rel_l2": {}}
+    for L in llm.PROMPT_LENGTHS:
+        prefill, fed, rows, err = results[L]
+        np.save(os.path.join(out_dir, f"prefill_{L}.npy"), prefill.numpy().astype(np.float32))
+        np.save(os.path.join(out_dir, f"decode_{L}.npy"), rows.numpy().astype(np.float32))
+        ref["prefill"][str(L)] = f"prefill_{L}.npy"
+        ref["decode"][str(L)] = {"tokens": fed, "logits": f"decode_{L}.npy"}
+        with torch.no_grad():
+            full = ref_model(input_ids=torch.tensor([prompts[L]])).logits[0, -1].double()
+        ref["q4_k_vs_checkpoint_rel_l2"][str(L)] = llm.sig(float(
+            (prefill.double() - full).norm() / full.norm()))
+    ref["greedy"] = {"prompt": prompts[llm.GREEDY_PROMPT], "tokens": toks,
+                     "gaps": [round(g, 6) for g in gaps]}
+    with open(os.path.join(HERE, "ref", f"{name}.json"), "w") as f:
+        f.write(llm.dump_ref(ref))
+    print(name, "greedy", toks, "min gap", round(min_gap, 4), "vs checkpoint",
+          ref["q4_k_vs_checkpoint_rel_l2"])
+
+
 ARCH_MODELS = (("tiny-qwen3", "qwen3"), ("tiny-gemma2", "gemma2"), ("tiny-gemma3", "gemma3"),
                ("tiny-phi3", "phi3"))
 
@@ -453,3 +585,7 @@ if __name__ == "__main__":
         # to Q5_0 (llama_tensor_get_type's fallback for Q4_K)
         export_arch(model, arch, T.F16, "f16")
         export_arch(model, arch, T.Q5_0, "q5_0")
+    llm = load_llm_script()
+    llm.setup_determinism()
+    for model, arch in ARCH_MODELS:
+        q4_k_refs(llm, model + "-256", export_arch_q4_k(model + "-256", arch))

@@ -113,7 +113,13 @@ RANDOM_NAMES = ("tiny-llama-gqa", "tiny-llama3", "tiny-mistral", "tiny-qwen2", "
 # Models whose config.json keeps transformers 5's layout (rope_parameters, layer_types, dtype)
 T5_LAYOUT = ("tiny-llama-gqa", "tiny-gemma3")
 GEMMA_NAMES = ("tiny-gemma3", "tiny-gemma2")
-ALL_NAMES = TRAINED_NAMES + RANDOM_NAMES
+# Variants of tiny-qwen3, tiny-gemma2, tiny-gemma3 and tiny-phi3 whose every 2-D weight reads a
+# whole number of 256-weight super-blocks (hidden 256, 4 heads of 64, feed-forward 256, vocab
+# 256), so that a true Q4_K GGUF file of each can be made (tests/gguf/gen_models.py, which also
+# makes their references: transformers on gguf-py's dequantization of the Q4_K blocks). Only the
+# checkpoints are made here (--only tiny-qwen3-256 ...): no references of the bf16/f16 weights.
+K256_NAMES = ("tiny-qwen3-256", "tiny-gemma2-256", "tiny-gemma3-256", "tiny-phi3-256")
+ALL_NAMES = TRAINED_NAMES + RANDOM_NAMES + K256_NAMES
 
 
 def setup_determinism():
@@ -338,6 +344,13 @@ COMMON = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention
 
 
 def random_spec(name):
+    if name in K256_NAMES:  # the same model at 256-wide shapes (head_dim 64: 4 x 64 = 256)
+        return random_spec_of(name[:-len("-256")], dict(COMMON, vocab_size=256, hidden_size=256,
+                                                         intermediate_size=256), 64)
+    return random_spec_of(name, COMMON, 32)
+
+
+def random_spec_of(name, COMMON, head_dim):  # noqa: N803 (the shapes the specs below read)
     if name == "tiny-llama-gqa":
         cfg = LlamaConfig(**COMMON, num_key_value_heads=2, head_dim=32, rope_theta=100000.0,
                           tie_word_embeddings=False)
@@ -363,7 +376,7 @@ def random_spec(name):
         # max_window_layers 1: layer 0 attends to every key, layer 1 to the last 32; yarn rope
         # scaling (factor 4 from 64 positions: pairs 0-3 blended, the others interpolated, cos and
         # sin times 1 + 0.1 ln 4), as Qwen3's long-context configs have it
-        cfg = Qwen3Config(**COMMON, num_key_value_heads=2, head_dim=32,
+        cfg = Qwen3Config(**COMMON, num_key_value_heads=2, head_dim=head_dim,
                           rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0,
                                            "factor": 4.0, "original_max_position_embeddings": 64},
                           tie_word_embeddings=False, use_sliding_window=True, sliding_window=32,
@@ -388,7 +401,7 @@ def random_spec(name):
         # (1 + w) norms, sandwich norms, q/k norms, the embedding times 8, GeGLU; layer 0 local
         # (window 16, rope base 10000), layer 1 global (base 1e6 with linear scaling 2);
         # query_pre_attn_scalar 24 (not head_dim 32); tied embeddings
-        cfg = Gemma3TextConfig(**COMMON, num_key_value_heads=1, head_dim=32,
+        cfg = Gemma3TextConfig(**COMMON, num_key_value_heads=1, head_dim=head_dim,
                                query_pre_attn_scalar=24, sliding_window=16,
                                layer_types=["sliding_attention", "full_attention"],
                                rope_parameters={
@@ -404,7 +417,7 @@ def random_spec(name):
         # models have 50 and 30) small enough for the scores (up to about 8) and the logits (a
         # standard deviation of about 4.5) of these weights to feel them (check_softcap); layer
         # 0 local (window 16), layer 1 global; query_pre_attn_scalar 24; tied embeddings
-        cfg = Gemma2Config(**COMMON, num_key_value_heads=2, head_dim=32,
+        cfg = Gemma2Config(**COMMON, num_key_value_heads=2, head_dim=head_dim,
                            query_pre_attn_scalar=24, sliding_window=16,
                            attn_logit_softcapping=6.0, final_logit_softcapping=8.0,
                            tie_word_embeddings=True)
@@ -566,7 +579,7 @@ def make_random(name, seed):
         # Published Qwen2 configs name a window that use_sliding_window=false turns off; the
         # Qwen2Config of transformers 5 drops it (None) when it builds, and again when it reads.
         write_legacy_config(folder, {"sliding_window": 32})
-    elif name not in T5_LAYOUT:
+    elif name.removesuffix("-256") not in T5_LAYOUT:
         write_legacy_config(folder)
     check_config_roundtrip(folder, model.config)
     files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
@@ -1267,6 +1280,7 @@ def main():
             else:
                 make_random(name, seed=1000 + i)
     os.makedirs(REFS, exist_ok=True)
+    names = [n for n in names if n not in K256_NAMES]  # their references: tests/gguf
     for name in names:
         make_refs(name)
     for name in names:

@@ -17,15 +17,29 @@
  *   whose best two logits are nearer than TIE_F16 (F16) or TIE_Q5 (Q5_0; the references' nearest
  *   gaps are 0.09 and up, so all 32 are compared: the Q5_0 files give transformers' 32 tokens).
  *
+ * And a true K-quant of each architecture: tests/gguf/models/<model>-256-q4_k.gguf, the -256
+ * variants of those models (hidden 256, 4 heads of 64, feed-forward 256, vocab 256: every 2-D
+ * weight reads whole 256-weight super-blocks) with every 2-D weight in Q4_K (llama-quantize
+ * --pure Q4_K_M), against transformers in f32 on the checkpoint with its 2-D weights replaced by
+ * gguf-py's dequantization of the file's blocks (tests/gguf/ref/<model>-256-q4_k: the file's
+ * exact weights, so TOL_Q4K and TIE_Q4K are the F16 files' bounds; the Q4_K model's logits lie
+ * 3-39% from the checkpoint's, recorded in the reference as q4_k_vs_checkpoint_rel_l2): prompts of
+ * 1, 7, 33 and 100 tokens, 8 decode steps each, 32 greedy tokens.
+ *
  * A wrong detail fails here: without the file's attention.scale (tiny-gemma2's
- * query_pre_attn_scalar) the F16 logits are off by 1e-3 to 4e-3.
+ * query_pre_attn_scalar) the F16 logits are off by 1e-3 to 4e-3; with the top 2 bits of the
+ * mins of Q4_K sub-blocks 4-7 taken from the scales' bytes (ops/quant.c), the Q4_K logits are
+ * off by 24% to 86%.
  *
  * The random tiny models have no tokenizer: prompts are token ids (the tokenizers of GGUF files
  * are checked on their own fixtures, tests/gguf/tokenizers).
  *
- * RX_LLM_QUICK=1 (make asan): the four F16 files and tiny-qwen3's Q5_0 (its quantized embedding
- * table, q/k norms and fused programs), prompts of 7 and 33 tokens with 4 decode steps, 8 greedy
- * tokens: the same code paths at a fraction of the work, which ASan multiplies.
+ * RX_LLM_MODELS and RX_GGUF_KINDS (comma-separated substrings: tiny-phi3, q4_k) pick a subset.
+ *
+ * RX_LLM_QUICK=1 (make asan): the four F16 files, tiny-qwen3's Q5_0 (its quantized embedding
+ * table, q/k norms and fused programs) and tiny-phi3-256's Q4_K, prompts of 7 and 33 tokens with 4
+ * decode steps, 8 greedy tokens: the same code paths at a fraction of the work, which ASan
+ * multiplies.
  *
  * usage: test_gguf_archs TESTS_DIR */
 /* test-needs: runtime */
@@ -48,6 +62,8 @@
 #define TOL_F16 1e-4 /* relative L2 of the logits: the checkpoint's weights, computed in f32 */
 #define TOL_Q5  6e-2 /* Q5_0 weights (5 bits and a scale per 32): 3 to 4.5% measured */
 #define TIE_F16 1e-3
+#define TOL_Q4K 1e-4 /* the Q4_K files against transformers on their dequantized weights (f32) */
+#define TIE_Q4K 1e-3 /* their references' nearest gaps: 0.013 (tiny-gemma2-256) and up */
 #define TIE_Q5  5e-2
 #define STEPS   8 /* decode steps after each prompt */
 
@@ -195,15 +211,18 @@ static void check_greedy(rx_llm_model *m, const cJSON *ref, const char *name, do
   free(got);
 }
 
-static void run_file(const char *tests, const char *model, const char *kind, double tol, double tie,
-                     const rxk_backend *bs) {
+/* gguf/models/<model>-<kind>.gguf against the reference <refs>/<ref>.json (and its folder). */
+static void run_file(const char *tests, const char *model, const char *kind, const char *refs,
+                     const char *refname, double tol, double tie, const rxk_backend *bs) {
   char src[1024], refpath[1024], dir[1024], path[256], spec[64], name[128];
   snprintf(src, sizeof src, "%s/gguf/models/%s-%s.gguf", tests, model, kind);
-  snprintf(refpath, sizeof refpath, "%s/llm/ref/%s.json", tests, model);
-  snprintf(dir, sizeof dir, "%s/llm/ref/%s", tests, model);
+  snprintf(refpath, sizeof refpath, "%s/%s/%s.json", tests, refs, refname);
+  snprintf(dir, sizeof dir, "%s/%s/%s", tests, refs, refname);
   snprintf(path, sizeof path, "/tmp/rx_test_gguf_archs_%d.rxm", (int)getpid());
   snprintf(spec, sizeof spec, "%s:0", rx_rt_backend_name(bs->kind));
   snprintf(name, sizeof name, "%s-%s.gguf", model, kind);
+  const char *kinds = getenv("RX_GGUF_KINDS"); /* a comma-separated subset, for debugging */
+  if (kinds && !strstr(kinds, kind)) return;
   char *text = NULL;
   size_t len = 0;
   if (!ok_status(base_read_file(refpath, &text, &len), refpath)) return;
@@ -254,8 +273,13 @@ int main(int argc, char **argv) {
   quick = q && *q && strcmp(q, "0");
   for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) {
     if (only && !strstr(only, models[i])) continue;
-    run_file(argv[1], models[i], "f16", TOL_F16, TIE_F16, use);
-    if (!quick || i == 0) run_file(argv[1], models[i], "q5_0", TOL_Q5, TIE_Q5, use);
+    run_file(argv[1], models[i], "f16", "llm/ref", models[i], TOL_F16, TIE_F16, use);
+    if (!quick || i == 0)
+      run_file(argv[1], models[i], "q5_0", "llm/ref", models[i], TOL_Q5, TIE_Q5, use);
+    char k256[64], kref[80];
+    snprintf(k256, sizeof k256, "%s-256", models[i]);
+    snprintf(kref, sizeof kref, "%s-q4_k", k256);
+    if (!quick || i == 3) run_file(argv[1], k256, "q4_k", "gguf/ref", kref, TOL_Q4K, TIE_Q4K, use);
   }
   fprintf(stderr, "test_gguf_archs: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
