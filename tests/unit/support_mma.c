@@ -39,6 +39,13 @@
 #define QMM(W, S)                                                                                  \
   "graph_fn main(x: f16[n, 256], w: " W ", s: f16[m, 8]) -> f16[n, m] {\n"                         \
   "  dataflow {\n    y = quant_matmul(x, w, s, scheme=\"" S "\")\n  }\n  return y\n}\n"
+/* rms_norm_matmul of f32 rows x [n, 288] (9 chunks of 32 k: no multiple of the 4 warps' 2
+ * unrolled chunks) into f16 weights [m, 288], plain or gated (silu(x W^T) * (x W2^T)): the folded
+ * norm of the decode step (ops/quant.c), its sum of squares a second reduction of the GEMV. */
+#define NMM(W2, G)                                                                                 \
+  "graph_fn main(x: f32[n, 288], nw: f32[288], w: f16[m, 288]" W2 ") -> f16[n, m] "                \
+  "where n <= 16 {\n  dataflow {\n    y = rms_norm_matmul(x, nw, w" G                              \
+  ", epsilon=1e-5)\n  }\n  return y\n}\n"
 /* paged attention over a cache of 16-token pages, f16, 4 query heads on 2 KV heads (GQA) */
 #define PREFILL                                                                                    \
   "graph_fn main(q: f16[n, 4, 64], pages: f16[p, 2, 2, 16, 64], page_table: i32[b, mp], "          \
@@ -82,6 +89,10 @@ const rxm_spec rxm_kernels[] = {
      PIPE | RXM_V64, TGT_OCC_GEMM_MMA_64},
     {"gemv_mma f16 x @ W^T", GEMM_NT("f16"), "gemv_mma", "n=2;n=7;n=16", RXM_MMA | RXM_V128,
      TGT_OCC_GEMV_MMA},
+    {"gemv_mma rms_norm_matmul f16", NMM("", ""), "gemv_mma", "n=2,m=263;n=7,m=263;n=16,m=263",
+     RXM_MMA | RXM_V128, TGT_OCC_GEMV_MMA},
+    {"gemv_mma rms_norm_matmul gated f16", NMM(", w2: f16[m, 288]", ", w2, gated=true"), "gemv_mma",
+     "n=2,m=263;n=7,m=263;n=16,m=263", RXM_MMA | RXM_V128, TGT_OCC_GEMV_MMA},
     {"paged_attention (FA2) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
      PIPE | RXM_PAGED | RXM_SM80, TGT_OCC_ATTN_FA2},
     {"paged_attention (FA3) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
