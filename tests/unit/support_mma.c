@@ -27,14 +27,22 @@
 /* The same at K = 192 (6 chunks of the 32-k pipeline) with a bias in the epilogue, f16, M = 200:
  * where gemm_mma spilled (168 bytes at 255 registers on sm_80; gemm_mma_64 222 registers, and
  * 20 bytes of spills with a residual too) while the target's compiler unrolled their constant
- * chunk loop whole. (A residual's loads at the accumulators' points would use 25% of their
- * sectors: the epilogue reads 8 bytes of each row's sector a warp; not a kernel of this table.) */
+ * chunk loop whole. */
 #define GEMM_NT_K192_BIAS                                                                          \
   "tensor_fn prog(x: f16[n, 192], w: f16[200, 192], b: f16[200], out y: f16[n, 200]) "             \
   "where n <= 4096 {\n"                                                                            \
   "  for i in 0..n, j in 0..200 {\n    alloc acc: f32[1] local\n    reduce r in 0..192 {\n"        \
   "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, r]) * f32(w[j, r]) }\n"  \
   "    }\n    y[i, j] = f16(acc[0] + f32(b[j]))\n  }\n}\n"
+/* The same with a residual r [n, 200] added in the epilogue (a projection into the residual
+ * stream): its loads at the accumulators' points use 25% of their sectors (test_kernel_checks'
+ * expected failure). */
+#define GEMM_NT_K192_RES                                                                           \
+  "tensor_fn prog(x: f16[n, 192], w: f16[200, 192], r: f16[n, 200], out y: f16[n, 200]) "          \
+  "where n <= 4096 {\n"                                                                            \
+  "  for i in 0..n, j in 0..200 {\n    alloc acc: f32[1] local\n    reduce k in 0..192 {\n"        \
+  "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, k]) * f32(w[j, k]) }\n"  \
+  "    }\n    y[i, j] = f16(acc[0] + f32(r[i, j]))\n  }\n}\n"
 /* quant_matmul of x f16 [n, 256] with W [m, 256] in a scheme of base/quant.h (group 32) */
 #define QMM(W, S)                                                                                  \
   "graph_fn main(x: f16[n, 256], w: " W ", s: f16[m, 8]) -> f16[n, m] {\n"                         \
@@ -77,6 +85,8 @@ const rxm_spec rxm_kernels[] = {
      RXM_WGMMA | RXM_CP_ASYNC | RXM_SM90, TGT_OCC_GEMM_WGMMA},
     {"gemm_mma f16 x @ W", GEMM_NN("f16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
     {"gemm_mma f16 K=192 bias", GEMM_NT_K192_BIAS, "gemm_mma", "n=2100", PIPE | RXM_SM80,
+     TGT_OCC_GEMM_MMA},
+    {"gemm_mma f16 K=192 residual", GEMM_NT_K192_RES, "gemm_mma", "n=2100", PIPE | RXM_SM80,
      TGT_OCC_GEMM_MMA},
     {"gemm_mma_64 f16 K=192 bias", GEMM_NT_K192_BIAS, "gemm_mma_64", "n=33;n=100", PIPE,
      TGT_OCC_GEMM_MMA_64},
