@@ -121,10 +121,11 @@ typedef struct mma_k {
    * accumulator tiles, or a row term's f32 sums of rows g and g + 8 [2] (per lane: its 8 k of
    * each chunk) */
   rx_buffer *wrx[MM_MAX_EXTRA], *fcx[MM_MAX_EXTRA][MMA_COLS], *rt[MM_MAX_EXTRA];
-  /* The staged form (extra reductions): T(x * nw) of the tile's 16 rows [16, KC + pad] in shared
-   * memory a slice of KC k at a time; rt[t] then holds the thread's staging sums of each row [16]
-   * and rts [nx, 16] the rows' block totals; tx the thread, kl the chunk's k in the slice. */
-  rx_buffer *xs, *rts;
+  /* The staged form (extra reductions; mm_stage_slice): T(x * nw) of the tile's 16 rows [16, KC +
+   * pad] in shared memory a slice of KC k at a time; the row terms' sums in rtb [nx * 16] (extra
+   * t's row ii at 16 t + ii: the thread's staging sums) and their block totals in rts (shared,
+   * the same layout); tx the thread, kl the chunk's k in the slice. */
+  rx_buffer *xs, *rtb, *rts;
   int64_t KC;
   const rx_expr *tx, *kl;
 } mma_k;
@@ -248,47 +249,6 @@ static rx_stmt *kloop(mma_k *c) {
                    sched_for(s, ku, sx_const(s->cx, MMA_UNROLL), RX_LOOP_UNROLL, body));
 }
 
-/* The staging of slice k0 .. k0 + KC of the folded form (gemv_rows' stage_slice, for the 16 rows
- * of the tile): thread tx writes 4 k at 4 (sv T + tx) of each row, T(x * nw) rounded as the
- * operand is (consecutive threads, consecutive 16-byte vectors of the f32 row and norm weight:
- * coalesced loads; 8-byte shared stores without bank conflicts), and adds the row terms' summands
- * to rt[t][row]. Rows past N and k past K are left unwritten; the chunks read zeros for the
- * former and never reach the latter. */
-static rx_stmt *stage_slice(mma_k *c, const rx_expr *k0) {
-  rx_sctx *s = c->s;
-  const mm_info *mi = c->mi;
-  int T = 32 * MMA_WARPS;
-  int64_t per = (int64_t)T * 4, nsv = (c->KC + per - 1) / per;
-  const rx_expr *ii = sched_fresh_var(s, "ii"), *sv = sched_fresh_var(s, "sv");
-  const rx_expr *v = sched_fresh_var(s, "v");
-  size_t mk = sym_analyzer_mark(s->an);
-  sym_analyzer_bind_range(s->an, ii, sx_const(s->cx, 0), sx_const(s->cx, 16));
-  sym_analyzer_bind_range(s->an, sv, sx_const(s->cx, 0), sx_const(s->cx, nsv));
-  const rx_expr *li = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, sv, T), c->tx), 4);
-  const rx_expr *row = sx_add(s->cx, c->row0, ii), *k = sx_add(s->cx, k0, li);
-  const rx_expr *xi[2] = {ii, sx_add(s->cx, li, v)}, *kv = sx_add(s->cx, k, v);
-  rx_stmtvec st = {0};
-  RX_VEC_PUSH(
-      &st, sched_store_e(s, c->xs, xi, 2, mm_operand_at(s, mi, c->brepl, c->p, row, c->col0, kv)));
-  for (int t = 0; t < mi->nx; t++) {
-    const mm_extra *x = &mi->x[t];
-    if (x->q) continue;
-    rx_tx *cur = sched_load(s, c->rt[t], &ii, 1);
-    rx_tx *add = mm_operand_at(s, mi, c->brepl, x->p, row, c->col0, kv);
-    rx_tx *sum = x->r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, cur, add, s->loc)
-                                : ir_tx_binary(s->m, RX_BINOP_ADD, add, cur, s->loc);
-    RX_VEC_PUSH(&st, sched_store_e(s, c->rt[t], &ii, 1, sum));
-  }
-  rx_stmt *body = sched_for(s, v, sx_const(s->cx, 4), RX_LOOP_VECTORIZE, sched_seq(s, &st));
-  const rx_expr *g =
-      sx_and_opt(s->cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, k, mi->K));
-  if (per * nsv > c->KC) g = sx_and_opt(s->cx, g, sched_bound_guard(s, li, sx_const(s->cx, c->KC)));
-  body = sched_guard(s, g, body);
-  sym_analyzer_reset(s->an, mk);
-  body = sched_for(s, sv, sx_const(s->cx, nsv), RX_LOOP_UNROLL, body);
-  return sched_for(s, ii, sx_const(s->cx, 16), RX_LOOP_UNROLL, body);
-}
-
 /* The k loop of the staged form: per slice of KC k, the staging, a barrier, the warps' chunks of
  * the slice (w, w + W, ..., unrolled by MMA_UNROLL) reading the rows' A vectors from the tile, a
  * barrier; then each row term's block totals into rts (the epilogue's barrier follows). */
@@ -313,7 +273,18 @@ static void kloop_staged(mma_k *c, rx_stmtvec *out) {
   rx_stmt *stp = sched_guard(s, in, chunk(c, sx_add(s->cx, k0, c->kl)));
   c->kl = NULL;
   rx_stmtvec body = {0};
-  RX_VEC_PUSH(&body, stage_slice(c, k0));
+  mm_stage sg = {.xs = c->xs,
+                 .rt = c->rtb,
+                 .sp = c->p,
+                 .brepl = c->brepl,
+                 .tx = c->tx,
+                 .row0 = c->row0,
+                 .col0 = c->col0,
+                 .T = 32 * MMA_WARPS,
+                 .VS = 4, /* 16 bytes of the f32 row */
+                 .NB = 16,
+                 .KC = c->KC};
+  RX_VEC_PUSH(&body, mm_stage_slice(s, mi, &sg, k0));
   RX_VEC_PUSH(&body, sched_barrier(s));
   RX_VEC_PUSH(&body, sched_for(s, ko, sx_const(s->cx, nko), RX_LOOP_SERIAL,
                                sched_for(s, ku, sx_const(s->cx, MMA_UNROLL), RX_LOOP_UNROLL, stp)));
@@ -323,8 +294,8 @@ static void kloop_staged(mma_k *c, rx_stmtvec *out) {
   for (int t = 0; t < mi->nx; t++) {
     if (mi->x[t].q) continue;
     for (int ii = 0; ii < 16; ii++) {
-      const rx_expr *ri = sx_const(s->cx, ii), *oi = sx_const(s->cx, 16 * t + ii);
-      rx_tx *tot = sched_xreduce(s, out, sched_load(s, c->rt[t], &ri, 1), RX_COMB_SUM, mi->acc_dt,
+      const rx_expr *oi = sx_const(s->cx, 16 * t + ii);
+      rx_tx *tot = sched_xreduce(s, out, sched_load(s, c->rtb, &oi, 1), RX_COMB_SUM, mi->acc_dt,
                                  32 * MMA_WARPS, c->tx);
       RX_VEC_PUSH(out, sched_guard(s, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, sx_const(s->cx, 0)),
                                    sched_store_e(s, c->rts, &oi, 1, tot)));
@@ -476,10 +447,16 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
     RX_VEC_PUSH(&body, al);
     c.rts = sched_alloc(s, "rts", RX_DTYPE_F32, RX_SCOPE_SHARED, rs, 1, &al);
     RX_VEC_PUSH(&body, al);
+    c.rtb = sched_alloc(s, "rt", RX_DTYPE_F32, RX_SCOPE_LOCAL, rs, 1, &al);
+    RX_VEC_PUSH(&body, al);
+    const rx_expr *i = sched_fresh_var(s, "i");
+    RX_VEC_PUSH(&body, sched_for(s, i, sx_const(s->cx, rs[0]), RX_LOOP_UNROLL,
+                                 sched_store_e(s, c.rtb, &i, 1, zero)));
   }
   for (int t = 0; t < mi->nx; t++) {
+    if (!mi->x[t].q && c.xs) continue; /* its sums in rtb */
     rx_buffer **accs = mi->x[t].q ? c.fcx[t] : &c.rt[t];
-    int64_t n[1] = {mi->x[t].q ? 4 : c.xs ? 16 : 2};
+    int64_t n[1] = {mi->x[t].q ? 4 : 2};
     if (mi->x[t].q) {
       c.wrx[t] = sched_alloc(s, "wr", ab, RX_SCOPE_LOCAL, ws, 2, &al);
       RX_VEC_PUSH(&body, al);
