@@ -358,30 +358,26 @@ static bool stage_plan(rows_k *c) {
   return (int64_t)c->p.NB * kc * bytes <= budget;
 }
 
-/* The staging of slice k0 .. k0 + KC: thread tx writes VS lanes at (sv T + tx) VS of each row
- * (consecutive threads, consecutive vectors: coalesced loads, no bank conflicts) and adds its row
- * terms' summands to rt. Rows past N and k past K are left unwritten: the steps that would read
- * them are guarded alike. */
-static rx_stmt *stage_slice(rows_k *c, const rx_expr *k0) {
-  rx_sctx *s = c->s;
-  const mm_info *mi = c->mi;
-  rows_plan p = c->p;
-  int64_t per = (int64_t)p.T * c->VS, nsv = (c->KC + per - 1) / per;
+/* The staging of slice k0 .. k0 + KC of the pass's rows (mm_stage_slice). */
+rx_stmt *mm_stage_slice(rx_sctx *s, const mm_info *mi, const mm_stage *c, const rx_expr *k0) {
+  int64_t per = (int64_t)c->T * c->VS, nsv = (c->KC + per - 1) / per;
   const rx_expr *ii = sched_fresh_var(s, "ii"), *sv = sched_fresh_var(s, "sv");
   const rx_expr *v = c->VS > 1 ? sched_fresh_var(s, "v") : sx_const(s->cx, 0);
   size_t mk = sym_analyzer_mark(s->an);
-  sym_analyzer_bind_range(s->an, ii, sx_const(s->cx, 0), sx_const(s->cx, p.NB));
+  sym_analyzer_bind_range(s->an, ii, sx_const(s->cx, 0), sx_const(s->cx, c->NB));
   sym_analyzer_bind_range(s->an, sv, sx_const(s->cx, 0), sx_const(s->cx, nsv));
-  const rx_expr *li = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, sv, p.T), c->tx), c->VS);
+  const rx_expr *li = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, sv, c->T), c->tx), c->VS);
   const rx_expr *row = sx_add(s->cx, c->row0, ii), *k = sx_add(s->cx, k0, li);
   rx_stmtvec st = {0};
   const rx_expr *xi[2] = {ii, sx_add(s->cx, li, v)}, *kv = sx_add(s->cx, k, v);
-  RX_VEC_PUSH(&st, sched_store_e(s, c->xs, xi, 2, operand_at(c, c->sp, row, c->col0, kv)));
+  RX_VEC_PUSH(
+      &st, sched_store_e(s, c->xs, xi, 2, mm_operand_at(s, mi, c->brepl, c->sp, row, c->col0, kv)));
   for (int t = 0; t < mi->nx; t++) {
     const mm_extra *x = &mi->x[t];
     if (x->q) continue;
-    const rx_expr *ri = sx_add(s->cx, sx_const(s->cx, (int64_t)t * p.NB), ii);
-    rx_tx *cur = sched_load(s, c->rt, &ri, 1), *add = operand_at(c, x->p, row, c->col0, kv);
+    const rx_expr *ri = sx_add(s->cx, sx_const(s->cx, (int64_t)t * c->NB), ii);
+    rx_tx *cur = sched_load(s, c->rt, &ri, 1);
+    rx_tx *add = mm_operand_at(s, mi, c->brepl, x->p, row, c->col0, kv);
     rx_tx *sum = x->r.acc_first ? bin(s, RX_BINOP_ADD, cur, add) : bin(s, RX_BINOP_ADD, add, cur);
     RX_VEC_PUSH(&st, sched_store_e(s, c->rt, &ri, 1, sum));
   }
@@ -393,7 +389,7 @@ static rx_stmt *stage_slice(rows_k *c, const rx_expr *k0) {
   body = sched_guard(s, g, body);
   sym_analyzer_reset(s->an, mk);
   body = sched_for(s, sv, sx_const(s->cx, nsv), RX_LOOP_UNROLL, body);
-  return sched_for(s, ii, sx_const(s->cx, p.NB), RX_LOOP_UNROLL, body);
+  return sched_for(s, ii, sx_const(s->cx, c->NB), RX_LOOP_UNROLL, body);
 }
 
 /* The k loop of the staged form: per slice of KC k, the staging, a barrier, the groups' steps of
@@ -419,7 +415,18 @@ static void rows_kloop_staged(rows_k *c, rx_stmtvec *out) {
   rx_stmt *stp = sched_guard(s, sched_bound_guard(s, kb, mi->K), rows_step(c, kb));
   c->kl = NULL;
   rx_stmtvec body = {0};
-  RX_VEC_PUSH(&body, stage_slice(c, k0));
+  mm_stage sg = {.xs = c->xs,
+                 .rt = c->rt,
+                 .sp = c->sp,
+                 .brepl = c->brepl,
+                 .tx = c->tx,
+                 .row0 = c->row0,
+                 .col0 = c->col0,
+                 .T = p.T,
+                 .VS = c->VS,
+                 .NB = p.NB,
+                 .KC = c->KC};
+  RX_VEC_PUSH(&body, mm_stage_slice(s, mi, &sg, k0));
   RX_VEC_PUSH(&body, sched_barrier(s));
   RX_VEC_PUSH(&body, sched_for(s, ko, sx_const(s->cx, nst / U), RX_LOOP_SERIAL,
                                sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, stp)));

@@ -12,6 +12,17 @@
  *               the elements 4s .. 4s + 3 of each lane's 8, as fragment columns 2t, 2t + 1,
  *               2t + 8, 2t + 9), which the sum over k does not see. Each weight element is read
  *               once, with 16-byte loads, for all the rows.
+ *               With extra reductions (rms_norm_matmul's folded norm) P is T(x * nw) of f32 rows:
+ *               read 8 k a lane it took two 16-byte loads 32 bytes apart (50% of each sector,
+ *               the sum of squares 4-byte loads at 12.5%: 22-26% in test_kernel_checks). The
+ *               block instead stages T(x * nw) of the tile's 16 rows in shared memory a slice of
+ *               at most MMA_STAGE_K k at a time (gemv_rows' staging: consecutive threads read
+ *               consecutive 16-byte vectors of x and nw, and sum the squares of their rows,
+ *               reduced over the block once per row at the end), and each lane reads its 8 k of
+ *               rows g and g + 8 from there with one 16-byte load (rows padded to a stride of 64
+ *               bytes modulo 128: no bank conflicts). 100% of the bytes moved, 0 conflicts.
+ *               (ldmatrix would need the fragment's own k order, where B's 16-byte loads of the
+ *               weight need the lane's 8 consecutive k: the per-lane loads keep one permutation.)
  *
  *   gemm_mma_regs  the same kernel for any row count: a warp computes MMA_GEMM_ROWS tiles of
  *               16 rows by MMA_GEMM_COLS groups of 8 columns, a grid axis walks the row tiles.
@@ -37,6 +48,11 @@
 #define MMA_GEMM_ROWS 2
 #define MMA_GEMM_COLS 4
 #define MMA_MAX_TILES (MMA_GEMM_ROWS * MMA_GEMM_COLS)
+/* The folded norm's staged row tile (gemv_mma with extra reductions): k per slice at most. Each
+ * row is padded to 32 halves past a multiple of 64 (a row stride of 64 bytes modulo 128: rows g
+ * and g + 1 of a quarter-warp's 16-byte reads fall on the two halves of the banks). 16 rows of
+ * 512 + 32 halves: 17 KiB. */
+#define MMA_STAGE_K 512
 
 bool mm_mma_target(const rx_sctx *s, const mm_info *mi, rx_dtype ab) {
   return mi->acc_dt == RX_DTYPE_F32 && s->t->kind == RX_TARGET_CUDA && s->t->subgroup_size == 32 &&
@@ -105,17 +121,26 @@ typedef struct mma_k {
    * accumulator tiles, or a row term's f32 sums of rows g and g + 8 [2] (per lane: its 8 k of
    * each chunk) */
   rx_buffer *wrx[MM_MAX_EXTRA], *fcx[MM_MAX_EXTRA][MMA_COLS], *rt[MM_MAX_EXTRA];
+  /* The staged form (extra reductions; mm_stage_slice): T(x * nw) of the tile's 16 rows [16, KC +
+   * pad] in shared memory a slice of KC k at a time; the row terms' sums in rtb [nx * 16] (extra
+   * t's row ii at 16 t + ii: the thread's staging sums) and their block totals in rts (shared,
+   * the same layout); tx the thread, kl the chunk's k in the slice. */
+  rx_buffer *xs, *rtb, *rts;
+  int64_t KC;
+  const rx_expr *tx, *kl;
 } mma_k;
 
-/* dst[row, 0..8) = operand at (i, j, kb + v) with 16-byte loads where cond holds, else zeros. */
+/* dst[row, 0..8) = operand at (i, j, kb + v) with 16-byte loads where cond holds, else zeros;
+ * e NULL: the staged row tile's row i at kb + v of the slice instead. */
 static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, const rx_expr *i,
                          const rx_expr *j, const rx_expr *kb, const rx_expr *cond) {
   rx_sctx *s = c->s;
   const rx_expr *v = sched_fresh_var(s, "v"), *idx[2] = {sx_const(s->cx, row), v};
+  const rx_expr *si[2] = {i, sx_add(s->cx, kb, v)};
+  rx_tx *val = e ? mm_operand_at(s, c->mi, c->brepl, e, i, j, sx_add(s->cx, kb, v))
+                 : sched_load(s, c->xs, si, 2);
   rx_stmt *ld =
-      sched_for(s, v, sx_const(s->cx, 8), RX_LOOP_VECTORIZE,
-                sched_store_e(s, dst, idx, 2,
-                              mm_operand_at(s, c->mi, c->brepl, e, i, j, sx_add(s->cx, kb, v))));
+      sched_for(s, v, sx_const(s->cx, 8), RX_LOOP_VECTORIZE, sched_store_e(s, dst, idx, 2, val));
   if (!cond || sched_proves(s, cond)) return ld;
   const rx_expr *u = sched_fresh_var(s, "v"), *zi[2] = {sx_const(s->cx, row), u};
   rx_tx *zero = NULL;
@@ -125,17 +150,21 @@ static rx_stmt *load_vec(mma_k *c, rx_buffer *dst, int64_t row, const rx_tx *e, 
   return sched_if(s, sched_cond(s, cond), ld, z);
 }
 
-/* One chunk of 32 k at kb = 32 ch: the loads, then two mma steps per tile. */
-static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
+/* One chunk of 32 k, the lane's 8 at kb (32 ch + 8 t): the loads, then two mma steps per tile. */
+static rx_stmt *chunk(mma_k *c, const rx_expr *kb) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
-  const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, ch, 32), sx_mul_c(s->cx, c->t, 8));
   rx_stmtvec st = {0};
   for (int h = 0; h < 2 * c->RM; h++) {
     const rx_expr *row =
         sx_add(s->cx, sx_add(s->cx, c->row0, sx_const(s->cx, 16 * (h / 2) + 8 * (h % 2))), c->g);
-    RX_VEC_PUSH(&st,
-                load_vec(c, c->xr, h, c->p, row, c->col0, kb, sched_bound_guard(s, row, mi->N)));
+    const rx_expr *guard = sched_bound_guard(s, row, mi->N);
+    if (c->xs) /* the staged tile: row - row0 (row0 is 0: one row tile) at the slice's k */
+      RX_VEC_PUSH(&st,
+                  load_vec(c, c->xr, h, NULL, sx_add(s->cx, sx_const(s->cx, 8 * (h % 2)), c->g),
+                           NULL, c->kl, guard));
+    else
+      RX_VEC_PUSH(&st, load_vec(c, c->xr, h, c->p, row, c->col0, kb, guard));
   }
   for (int q = 0; q < c->C; q++) {
     const rx_expr *j = sx_add(s->cx, sx_add(s->cx, c->col0, sx_const(s->cx, 8 * q)), c->g);
@@ -147,7 +176,7 @@ static rx_stmt *chunk(mma_k *c, const rx_expr *ch) {
                                   kb, sched_bound_guard(s, j, mi->M)));
   }
   for (int t = 0; t < mi->nx; t++) { /* row terms: rows g and g + 8 at the lane's 8 k */
-    if (mi->x[t].q) continue;
+    if (mi->x[t].q || c->xs) continue;
     for (int h = 0; h < 2; h++) {
       const rx_expr *row = sx_add(s->cx, sx_add(s->cx, c->row0, sx_const(s->cx, 8 * h)), c->g);
       const rx_expr *v = sched_fresh_var(s, "v"), *hi = sx_const(s->cx, h);
@@ -213,10 +242,65 @@ static rx_stmt *kloop(mma_k *c) {
   size_t mk = sym_analyzer_mark(s->an);
   sym_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), sx_const(s->cx, nko));
   sym_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, MMA_UNROLL));
-  rx_stmt *body = sched_guard(s, sx_lt(s->cx, ch, sx_const(s->cx, chunks)), chunk(c, ch));
+  const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, ch, 32), sx_mul_c(s->cx, c->t, 8));
+  rx_stmt *body = sched_guard(s, sx_lt(s->cx, ch, sx_const(s->cx, chunks)), chunk(c, kb));
   sym_analyzer_reset(s->an, mk);
   return sched_for(s, ko, sx_const(s->cx, nko), RX_LOOP_SERIAL,
                    sched_for(s, ku, sx_const(s->cx, MMA_UNROLL), RX_LOOP_UNROLL, body));
+}
+
+/* The k loop of the staged form: per slice of KC k, the staging, a barrier, the warps' chunks of
+ * the slice (w, w + W, ..., unrolled by MMA_UNROLL) reading the rows' A vectors from the tile, a
+ * barrier; then each row term's block totals into rts (the epilogue's barrier follows). */
+static void kloop_staged(mma_k *c, rx_stmtvec *out) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  int64_t K = mi->K->value, nsl = (K + c->KC - 1) / c->KC, cps = c->KC / 32;
+  int64_t per = MMA_WARPS * MMA_UNROLL, nko = (cps + per - 1) / per;
+  const rx_expr *sl = sched_fresh_var(s, "sl"), *ko = sched_fresh_var(s, "ko"),
+                *ku = sched_fresh_var(s, "ku");
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, sl, sx_const(s->cx, 0), sx_const(s->cx, nsl));
+  sym_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), sx_const(s->cx, nko));
+  sym_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, MMA_UNROLL));
+  const rx_expr *k0 = sx_mul_c(s->cx, sl, c->KC);
+  const rx_expr *ch = sx_add(
+      s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, MMA_UNROLL), ku), MMA_WARPS), c->w);
+  c->kl = sx_add(s->cx, sx_mul_c(s->cx, ch, 32), sx_mul_c(s->cx, c->t, 8));
+  const rx_expr *in =
+      sx_and_opt(s->cx, sx_lt(s->cx, ch, sx_const(s->cx, cps)),
+                 sx_lt(s->cx, sx_add(s->cx, k0, sx_mul_c(s->cx, ch, 32)), sx_const(s->cx, K)));
+  rx_stmt *stp = sched_guard(s, in, chunk(c, sx_add(s->cx, k0, c->kl)));
+  c->kl = NULL;
+  rx_stmtvec body = {0};
+  mm_stage sg = {.xs = c->xs,
+                 .rt = c->rtb,
+                 .sp = c->p,
+                 .brepl = c->brepl,
+                 .tx = c->tx,
+                 .row0 = c->row0,
+                 .col0 = c->col0,
+                 .T = 32 * MMA_WARPS,
+                 .VS = 4, /* 16 bytes of the f32 row */
+                 .NB = 16,
+                 .KC = c->KC};
+  RX_VEC_PUSH(&body, mm_stage_slice(s, mi, &sg, k0));
+  RX_VEC_PUSH(&body, sched_barrier(s));
+  RX_VEC_PUSH(&body, sched_for(s, ko, sx_const(s->cx, nko), RX_LOOP_SERIAL,
+                               sched_for(s, ku, sx_const(s->cx, MMA_UNROLL), RX_LOOP_UNROLL, stp)));
+  RX_VEC_PUSH(&body, sched_barrier(s));
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(out, sched_for(s, sl, sx_const(s->cx, nsl), RX_LOOP_SERIAL, sched_seq(s, &body)));
+  for (int t = 0; t < mi->nx; t++) {
+    if (mi->x[t].q) continue;
+    for (int ii = 0; ii < 16; ii++) {
+      const rx_expr *oi = sx_const(s->cx, 16 * t + ii);
+      rx_tx *tot = sched_xreduce(s, out, sched_load(s, c->rtb, &oi, 1), RX_COMB_SUM, mi->acc_dt,
+                                 32 * MMA_WARPS, c->tx);
+      RX_VEC_PUSH(out, sched_guard(s, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->tx, sx_const(s->cx, 0)),
+                                   sched_store_e(s, c->rts, &oi, 1, tot)));
+    }
+  }
 }
 
 /* The warps' partial tiles summed through shared memory, then warp 0's epilogue: accumulator i
@@ -230,14 +314,14 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   int slots = tiles * 4, base[MM_MAX_EXTRA];
   for (int t = 0; t < mi->nx; t++) {
     base[t] = slots;
-    slots += mi->x[t].q ? tiles * 4 : 2;
+    slots += mi->x[t].q ? tiles * 4 : c->xs ? 0 : 2;
   }
   rx_stmt *al;
   int64_t shp[3] = {MMA_WARPS, slots, 32};
   rx_buffer *red = sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
   RX_VEC_PUSH(body, al);
   for (int t = -1; t < mi->nx; t++)
-    for (int q = 0; q < (t < 0 || mi->x[t].q ? tiles : 1); q++) {
+    for (int q = 0; q < (t < 0 || mi->x[t].q ? tiles : c->xs ? 0 : 1); q++) {
       rx_buffer *src = t < 0 ? c->fc[q] : mi->x[t].q ? c->fcx[t][q] : c->rt[t];
       int n = t < 0 || mi->x[t].q ? 4 : 2, at = (t < 0 ? 0 : base[t]) + 4 * q;
       const rx_expr *i = sched_fresh_var(s, "i");
@@ -259,7 +343,15 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
                                          sym_expr_floordiv(s->cx, i, sx_const(s->cx, 2)))
                                 : sx_add(s->cx, sx_const(s->cx, (t < 0 ? 0 : base[t]) + 4 * q), i);
       rx_tx *sum = NULL;
-      for (int w = 0; w < MMA_WARPS; w++)
+      bool staged = rowterm && c->xs;
+      if (staged) { /* the row's block total (row0 is 0: one row tile) */
+        const rx_expr *ri =
+            sx_add(s->cx, sx_const(s->cx, 16 * t),
+                   sx_add(s->cx, c->g,
+                          sx_mul_c(s->cx, sym_expr_floordiv(s->cx, i, sx_const(s->cx, 2)), 8)));
+        sum = sched_load(s, c->rts, &ri, 1);
+      }
+      for (int w = 0; w < (staged ? 0 : MMA_WARPS); w++)
         for (int u = 0; u < (rowterm ? 4 : 1); u++) { /* a row term: the 4 lanes of group g */
           const rx_expr *ln =
               rowterm ? sx_add(s->cx, sx_mul_c(s->cx, c->g, 4), sx_const(s->cx, u)) : lane;
@@ -346,7 +438,23 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
     RX_VEC_PUSH(&body, sched_for(s, i, sx_const(s->cx, 4), RX_LOOP_UNROLL,
                                  sched_store_e(s, c.fc[q], &i, 1, zero)));
   }
+  c.tx = tx;
+  if (mi->nx) { /* the staged row tile, the rows' totals */
+    int64_t K = mi->K->value, kc = K < MMA_STAGE_K ? K : MMA_STAGE_K;
+    c.KC = kc;
+    int64_t ts[2] = {16, kc + ((96 - kc % 64) % 64)}, rs[1] = {16 * mi->nx};
+    c.xs = sched_alloc(s, "xs", ab, RX_SCOPE_SHARED, ts, 2, &al);
+    RX_VEC_PUSH(&body, al);
+    c.rts = sched_alloc(s, "rts", RX_DTYPE_F32, RX_SCOPE_SHARED, rs, 1, &al);
+    RX_VEC_PUSH(&body, al);
+    c.rtb = sched_alloc(s, "rt", RX_DTYPE_F32, RX_SCOPE_LOCAL, rs, 1, &al);
+    RX_VEC_PUSH(&body, al);
+    const rx_expr *i = sched_fresh_var(s, "i");
+    RX_VEC_PUSH(&body, sched_for(s, i, sx_const(s->cx, rs[0]), RX_LOOP_UNROLL,
+                                 sched_store_e(s, c.rtb, &i, 1, zero)));
+  }
   for (int t = 0; t < mi->nx; t++) {
+    if (!mi->x[t].q && c.xs) continue; /* its sums in rtb */
     rx_buffer **accs = mi->x[t].q ? c.fcx[t] : &c.rt[t];
     int64_t n[1] = {mi->x[t].q ? 4 : 2};
     if (mi->x[t].q) {
@@ -361,7 +469,10 @@ static rx_stmt *mma_schedule(rx_sctx *s, const mm_info *mi, int RM, int C) {
                                    sched_store_e(s, accs[q], &i, 1, zero)));
     }
   }
-  RX_VEC_PUSH(&body, kloop(&c));
+  if (c.xs)
+    kloop_staged(&c, &body);
+  else
+    RX_VEC_PUSH(&body, kloop(&c));
   finish(&c, lane, &body);
   sym_analyzer_reset(s->an, mk);
   rx_stmt *k = sched_for(s, tx, sx_const(s->cx, T), RX_LOOP_THREAD_X, sched_seq(s, &body));

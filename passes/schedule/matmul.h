@@ -127,6 +127,24 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
                          const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
                          rx_tx **out_qs);
 
+/* The staged rows of a form with extra reductions (the folded norm; gemv_rows and gemv_mma): the
+ * value sp (P, or the f16/bf16 value under P's cast: T(x * nw)) of NB rows from row0 for a slice
+ * of KC k, in shared xs [NB, >= KC] (row ii at ii); the row terms' sums in rt [nx * NB] (extra t's
+ * row ii at t * NB + ii). */
+typedef struct mm_stage {
+  rx_buffer *xs, *rt;
+  const rx_tx *sp;
+  const rx_expr *const *brepl; /* the batch loop variables as functions of the batch block */
+  const rx_expr *tx, *row0, *col0;
+  int T, VS, NB; /* the block's threads, lanes a thread writes (a vectorized loop), rows */
+  int64_t KC;
+} mm_stage;
+/* The staging of slice k0 .. k0 + KC (gemv.c): thread tx writes VS lanes at (sv T + tx) VS of
+ * each row (consecutive threads, consecutive vectors: coalesced loads, no bank conflicts) and
+ * adds its row terms' summands to rt. Rows past N and k past K are left unwritten: the steps that
+ * would read them are guarded alike. */
+rx_stmt *mm_stage_slice(rx_sctx *s, const mm_info *mi, const mm_stage *st, const rx_expr *k0);
+
 /* The schedules: each returns a kernel root (block loops, thread loop, body). */
 rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows); /* gemv.c */
 bool gemv_rows_fits(const rx_sctx *s, const mm_info *mi, int rows);   /* gemv.c */

@@ -27,18 +27,33 @@
 /* The same at K = 192 (6 chunks of the 32-k pipeline) with a bias in the epilogue, f16, M = 200:
  * where gemm_mma spilled (168 bytes at 255 registers on sm_80; gemm_mma_64 222 registers, and
  * 20 bytes of spills with a residual too) while the target's compiler unrolled their constant
- * chunk loop whole. (A residual's loads at the accumulators' points would use 25% of their
- * sectors: the epilogue reads 8 bytes of each row's sector a warp; not a kernel of this table.) */
+ * chunk loop whole. */
 #define GEMM_NT_K192_BIAS                                                                          \
   "tensor_fn prog(x: f16[n, 192], w: f16[200, 192], b: f16[200], out y: f16[n, 200]) "             \
   "where n <= 4096 {\n"                                                                            \
   "  for i in 0..n, j in 0..200 {\n    alloc acc: f32[1] local\n    reduce r in 0..192 {\n"        \
   "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, r]) * f32(w[j, r]) }\n"  \
   "    }\n    y[i, j] = f16(acc[0] + f32(b[j]))\n  }\n}\n"
+/* The same with a residual r [n, 200] added in the epilogue (a projection into the residual
+ * stream): its loads at the accumulators' points use 25% of their sectors (test_kernel_checks'
+ * expected failure). */
+#define GEMM_NT_K192_RES                                                                           \
+  "tensor_fn prog(x: f16[n, 192], w: f16[200, 192], r: f16[n, 200], out y: f16[n, 200]) "          \
+  "where n <= 4096 {\n"                                                                            \
+  "  for i in 0..n, j in 0..200 {\n    alloc acc: f32[1] local\n    reduce k in 0..192 {\n"        \
+  "      init { acc[0] = 0.0 }\n      update { acc[0] = acc[0] + f32(x[i, k]) * f32(w[j, k]) }\n"  \
+  "    }\n    y[i, j] = f16(acc[0] + f32(r[i, j]))\n  }\n}\n"
 /* quant_matmul of x f16 [n, 256] with W [m, 256] in a scheme of base/quant.h (group 32) */
 #define QMM(W, S)                                                                                  \
   "graph_fn main(x: f16[n, 256], w: " W ", s: f16[m, 8]) -> f16[n, m] {\n"                         \
   "  dataflow {\n    y = quant_matmul(x, w, s, scheme=\"" S "\")\n  }\n  return y\n}\n"
+/* rms_norm_matmul of f32 rows x [n, 288] (9 chunks of 32 k: no multiple of the 4 warps' 2
+ * unrolled chunks) into f16 weights [m, 288], plain or gated (silu(x W^T) * (x W2^T)): the folded
+ * norm of the decode step (ops/quant.c), its sum of squares a second reduction of the GEMV. */
+#define NMM(W2, G)                                                                                 \
+  "graph_fn main(x: f32[n, 288], nw: f32[288], w: f16[m, 288]" W2 ") -> f16[n, m] "                \
+  "where n <= 16 {\n  dataflow {\n    y = rms_norm_matmul(x, nw, w" G                              \
+  ", epsilon=1e-5)\n  }\n  return y\n}\n"
 /* paged attention over a cache of 16-token pages, f16, 4 query heads on 2 KV heads (GQA) */
 #define PREFILL                                                                                    \
   "graph_fn main(q: f16[n, 4, 64], pages: f16[p, 2, 2, 16, 64], page_table: i32[b, mp], "          \
@@ -71,6 +86,8 @@ const rxm_spec rxm_kernels[] = {
     {"gemm_mma f16 x @ W", GEMM_NN("f16"), "gemm_mma", "n=400", PIPE, TGT_OCC_GEMM_MMA},
     {"gemm_mma f16 K=192 bias", GEMM_NT_K192_BIAS, "gemm_mma", "n=2100", PIPE | RXM_SM80,
      TGT_OCC_GEMM_MMA},
+    {"gemm_mma f16 K=192 residual", GEMM_NT_K192_RES, "gemm_mma", "n=2100", PIPE | RXM_SM80,
+     TGT_OCC_GEMM_MMA},
     {"gemm_mma_64 f16 K=192 bias", GEMM_NT_K192_BIAS, "gemm_mma_64", "n=33;n=100", PIPE,
      TGT_OCC_GEMM_MMA_64},
     {"gemm_mma_64 bf16 x @ W", GEMM_NN("bf16"), "gemm_mma_64", "n=33", PIPE, TGT_OCC_GEMM_MMA_64},
@@ -82,6 +99,10 @@ const rxm_spec rxm_kernels[] = {
      PIPE | RXM_V64, TGT_OCC_GEMM_MMA_64},
     {"gemv_mma f16 x @ W^T", GEMM_NT("f16"), "gemv_mma", "n=2;n=7;n=16", RXM_MMA | RXM_V128,
      TGT_OCC_GEMV_MMA},
+    {"gemv_mma rms_norm_matmul f16", NMM("", ""), "gemv_mma", "n=2,m=263;n=7,m=263;n=16,m=263",
+     RXM_MMA | RXM_V128, TGT_OCC_GEMV_MMA},
+    {"gemv_mma rms_norm_matmul gated f16", NMM(", w2: f16[m, 288]", ", w2, gated=true"), "gemv_mma",
+     "n=2,m=263;n=7,m=263;n=16,m=263", RXM_MMA | RXM_V128, TGT_OCC_GEMV_MMA},
     {"paged_attention (FA2) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",
      PIPE | RXM_PAGED | RXM_SM80, TGT_OCC_ATTN_FA2},
     {"paged_attention (FA3) f16", PREFILL, NULL, "n=33,b=1,mp=4,p=4;n=100,b=1,mp=8,p=8",

@@ -124,6 +124,7 @@ static const struct {
     {"nmm_gated_q4", RX_SCHED_GEMM, 2, 0},
     {"nmm_q8", RX_SCHED_GEMV, 1, 0},
     {"nmm_mma", RX_SCHED_GEMM, 2, 0},
+    {"nmm_mma_slices", RX_SCHED_GEMM, 2, 0},
     {"nmm_passes", RX_SCHED_GEMM, 3, 0},
     {"nmm_slices", RX_SCHED_GEMM, 2, 0},
     {"nmm_slices3", RX_SCHED_GEMM, 1, 0},
