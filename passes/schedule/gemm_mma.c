@@ -592,9 +592,12 @@ static void pipeline(gm_k *c, rx_stmtvec *body) {
   mm_pipeline_emit(c->s, c->mi->K->value / GM_BK, &p, body);
 }
 
-/* Accumulator i of tile (m, n) is the output point (row0 + 16 (mt wm + m) + g + 8 (i // 2),
+/* Where the output's rows are not whole 16-byte runs (M not a multiple of 8: no vector store
+ * can be proved aligned), the epilogue at each accumulator's point, its pair of columns 2 t,
+ * 2 t + 1 (the quad's 8 columns of a tile in two stores): accumulator i of tile (m, n) is the
+ * output point (row0 + 16 (mt wm + m) + g + 8 (i // 2),
  * col0 + 8 (nt wn + n) + 2 t + i % 2), g = lane / 4, t = lane % 4: loops over m, n and i. */
-static void epilogue(gm_k *c, rx_stmtvec *body) {
+static void epilogue_frag(gm_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
@@ -626,6 +629,128 @@ static void epilogue(gm_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(&ns, unrolled(s, i, 4, &is));
   RX_VEC_PUSH(&ms, unrolled(s, n, c->nt, &ns));
   RX_VEC_PUSH(body, unrolled(s, m, c->mt, &ms));
+}
+
+/* mm_quad_transpose (matmul.h). Round b of the two: the pair of slot k (k without bit b) and
+ * slot k ^ b: a lane with bit b of t clear keeps slot k and sends slot k ^ b, one with it set
+ * keeps k ^ b and sends k; each takes its partner's into the slot it sent (the pair of lane s,
+ * slot d ends in lane d, slot s). */
+void mm_quad_transpose(rx_sctx *s, const rx_expr *lane, rx_tx *const *src, rx_buffer *ft,
+                       rx_stmtvec *out) {
+  rx_module *md = s->m;
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *t = sym_expr_floormod(cx, lane, sx_const(cx, 4));
+  for (int j = 0; j < 8; j++) {
+    const rx_expr *di = sx_const(cx, j);
+    RX_VEC_PUSH(out, sched_store_e(s, ft, &di, 1, src[j]));
+  }
+  for (int b = 1; b <= 2; b *= 2) {
+    rx_tx *set =
+        ir_tx_sym(md,
+                  sym_expr_cmp(cx, RX_EXPR_EQ,
+                               sym_expr_floormod(cx, sym_expr_floordiv(cx, t, sx_const(cx, b)),
+                                                 sx_const(cx, 2)),
+                               sx_const(cx, 1)),
+                  s->loc);
+    for (int k = 0; k < 4; k++) {
+      if (k & b) continue;
+      for (int e = 0; e < 2; e++) {
+        const rx_expr *lo = sx_const(cx, 2 * k + e), *hi = sx_const(cx, 2 * (k ^ b) + e);
+        rx_local *snd = sched_local(s, "xs", RX_DTYPE_F32),
+                 *rcv = sched_local(s, "xr", RX_DTYPE_F32);
+        RX_VEC_PUSH(out, sched_let(s, snd,
+                                   ir_tx_select(md, set, sched_load(s, ft, &lo, 1),
+                                                sched_load(s, ft, &hi, 1), s->loc)));
+        rx_tx *args[2] = {ir_tx_local(md, snd, s->loc),
+                          ir_tx_int(md, b, RX_DTYPE_I32, false, s->loc)};
+        RX_VEC_PUSH(out, sched_let(s, rcv, ir_tx_call(md, RX_INTRIN_SHUFFLE_XOR, args, 2, s->loc)));
+        rx_tx *r = ir_tx_local(md, rcv, s->loc);
+        RX_VEC_PUSH(out,
+                    sched_store_e(s, ft, &lo, 1,
+                                  ir_tx_select(md, set, r, sched_load(s, ft, &lo, 1), s->loc)));
+        RX_VEC_PUSH(out,
+                    sched_store_e(s, ft, &hi, 1,
+                                  ir_tx_select(md, set, sched_load(s, ft, &hi, 1), r, s->loc)));
+      }
+    }
+  }
+}
+
+rx_stmt *mm_epilogue_row8(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
+                          const rx_expr *row, const rx_expr *cb, rx_buffer *ft) {
+  rx_expr_ctx *cx = s->cx;
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *v = mm_bound_var(s, "v", 8), *col = sx_add(cx, cb, v);
+  const rx_expr *vars[MAXN], *repl[MAXN];
+  rx_rewrite rw;
+  mm_point_rewrite(s, mi, batch, row, col, vars, repl, &rw);
+  rx_stmtvec fin = {0};
+  mm_epilogue(s, mi, &rw, sched_load(s, ft, &v, 1), &fin);
+  rx_stmt *cols = sched_for(s, v, sx_const(cx, 8), RX_LOOP_VECTORIZE, sched_seq(s, &fin));
+  sym_analyzer_reset(s->an, mk);
+  /* M a multiple of 8 and cb one: the 8 columns are all inside M or all past it */
+  cols = sched_guard(s, sched_bound_guard(s, cb, mi->M), cols);
+  return sched_guard(s, sched_bound_guard(s, row, mi->N), cols);
+}
+
+/* The epilogue per 8 consecutive columns a lane (mm_quad_transpose, mm_epilogue_row8): row
+ * row0 + 16 (mt wm + m) + g + 8 h, columns col0 + 8 (nt wn + t) + v (v in 0..8). */
+static void epilogue_vec(gm_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const mm_info *mi = c->mi;
+  int64_t eight[1] = {8};
+  rx_stmt *al;
+  rx_buffer *ft = sched_alloc(s, "ft", RX_DTYPE_F32, RX_SCOPE_LOCAL, eight, 1, &al);
+  RX_VEC_PUSH(body, al);
+  const rx_expr *g = sym_expr_floordiv(cx, c->lane, sx_const(cx, 4));
+  const rx_expr *t = sym_expr_floormod(cx, c->lane, sx_const(cx, 4));
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *m = mm_bound_var(s, "m", c->mt), *h = mm_bound_var(s, "h", 2);
+  rx_stmtvec hs = {0}, ms = {0};
+  rx_tx *src[8];
+  for (int j = 0; j < 8; j++) {
+    const rx_expr *fi[2] = {sx_add(cx, sx_mul_c(cx, m, c->nt), sx_const(cx, j / 2)),
+                            sx_add(cx, sx_mul_c(cx, h, 2), sx_const(cx, j % 2))};
+    src[j] = sched_load(s, c->fc, fi, 2);
+  }
+  mm_quad_transpose(s, c->lane, src, ft, &hs);
+  const rx_expr *row = sx_add(
+      cx, sx_add(cx, c->row0, sx_add(cx, sx_mul_c(cx, c->wm, c->mt * 16), sx_mul_c(cx, m, 16))),
+      sx_add(cx, g, sx_mul_c(cx, h, 8)));
+  const rx_expr *cb =
+      sx_add(cx, c->col0, sx_add(cx, sx_mul_c(cx, c->wn, c->nt * 8), sx_mul_c(cx, t, 8)));
+  RX_VEC_PUSH(&hs, mm_epilogue_row8(s, mi, c->brepl, row, cb, ft));
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(&ms, unrolled(s, h, 2, &hs));
+  RX_VEC_PUSH(body, unrolled(s, m, c->mt, &ms));
+}
+
+/* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time:
+ * the per-accumulator one in its else branch), else at the accumulators' points. Both tile
+ * configurations give a quad's 4 lanes 4 tiles (nt), as mm_quad_transpose needs. */
+static void epilogue(gm_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *M = c->mi->M;
+  int64_t d = sym_analyzer_divisor(s->an, M);
+  if (c->nt != 4 || (M->kind == RX_EXPR_CONST && M->value % 8 != 0)) {
+    epilogue_frag(c, body);
+    return;
+  }
+  if (d != 0 && d % 8 == 0) {
+    epilogue_vec(c, body);
+    return;
+  }
+  const rx_expr *whole =
+      sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, M, sx_const(cx, 8)), sx_const(cx, 0));
+  rx_stmtvec yes = {0}, no = {0};
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_assume(s->an, whole);
+  epilogue_vec(c, &yes);
+  sym_analyzer_reset(s->an, mk);
+  epilogue_frag(c, &no);
+  RX_VEC_PUSH(body, sched_if(s, sched_cond(s, whole), sched_seq(s, &yes), sched_seq(s, &no)));
 }
 
 /* The buffers: the stages (shared), the fragments and the zeroed accumulators (local). */

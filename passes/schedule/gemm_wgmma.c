@@ -131,10 +131,12 @@ static void pipeline(wg_k *c, rx_stmtvec *body) {
   mm_pipeline_emit(c->s, c->mi->K->value / WG_BK, &p, body);
 }
 
-/* Accumulator i is the output point (row0 + 64 wg + 16 w + g + 8 (i // 2 % 2), col0 + 8 (i // 4)
+/* Where M is not a multiple of 8 (no 16-byte store aligned): the epilogue at each accumulator's
+ * point. Accumulator i is the output point (row0 + 64 wg + 16 w + g + 8 (i // 2 % 2), col0 + 8 (i
+ * // 4)
  * + 2 t + i % 2), wg = tx / 128, w = tx % 128 / 32, g = tx % 32 / 4, t = tx % 4 (ir.h): a loop
  * over i. */
-static void epilogue(wg_k *c, rx_stmtvec *body) {
+static void epilogue_frag(wg_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
@@ -163,6 +165,66 @@ static void epilogue(wg_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(&is, sched_guard(s, in, sched_seq(s, &fin)));
   sym_analyzer_reset(s->an, mk);
   RX_VEC_PUSH(body, sched_for(s, i, sx_const(cx, WG_BN / 2), RX_LOOP_UNROLL, sched_seq(s, &is)));
+}
+
+/* Per 8 consecutive columns a lane (matmul.h, mm_quad_transpose and mm_epilogue_row8): for each
+ * row (h) and group q of 4 tiles of 8 columns (tile 4 q + n in acc[4 (4 q + n) + 2 h + e]), the
+ * quad's transpose gives lane t tile 4 q + t's 8 columns; row row0 + 16 w + g + 8 h, columns
+ * col0 + 8 (4 q + t) + v. */
+static void epilogue_vec(wg_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  int64_t eight[1] = {8};
+  rx_stmt *al;
+  rx_buffer *ft = sched_alloc(s, "ft", RX_DTYPE_F32, RX_SCOPE_LOCAL, eight, 1, &al);
+  RX_VEC_PUSH(body, al);
+  const rx_expr *lane = sym_expr_floormod(cx, c->tx, sx_const(cx, 32));
+  const rx_expr *w = sym_expr_floordiv(cx, c->tx, sx_const(cx, 32)); /* 4 wg + w: 16-row band */
+  const rx_expr *g = sym_expr_floordiv(cx, lane, sx_const(cx, 4));
+  const rx_expr *t = sym_expr_floormod(cx, c->tx, sx_const(cx, 4));
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *h = mm_bound_var(s, "h", 2), *q = mm_bound_var(s, "q", WG_BN / 32);
+  rx_stmtvec qs = {0}, hs = {0};
+  rx_tx *src[8];
+  for (int j = 0; j < 8; j++) {
+    const rx_expr *i = sx_add(cx, sx_mul_c(cx, q, 16),
+                              sx_add(cx, sx_mul_c(cx, h, 2), sx_const(cx, 4 * (j / 2) + j % 2)));
+    src[j] = sched_load(s, c->acc, &i, 1);
+  }
+  mm_quad_transpose(s, lane, src, ft, &qs);
+  const rx_expr *row =
+      sx_add(cx, sx_add(cx, c->row0, sx_mul_c(cx, w, 16)), sx_add(cx, g, sx_mul_c(cx, h, 8)));
+  const rx_expr *cb = sx_add(cx, c->col0, sx_add(cx, sx_mul_c(cx, q, 32), sx_mul_c(cx, t, 8)));
+  RX_VEC_PUSH(&qs, mm_epilogue_row8(s, c->mi, c->brepl, row, cb, ft));
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(&hs, sched_for(s, q, sx_const(cx, WG_BN / 32), RX_LOOP_UNROLL, sched_seq(s, &qs)));
+  RX_VEC_PUSH(body, sched_for(s, h, sx_const(cx, 2), RX_LOOP_UNROLL, sched_seq(s, &hs)));
+}
+
+/* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time),
+ * else at the accumulators' points (as gemm_mma.c's). */
+static void epilogue(wg_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *M = c->mi->M;
+  int64_t d = sym_analyzer_divisor(s->an, M);
+  if (M->kind == RX_EXPR_CONST && M->value % 8 != 0) {
+    epilogue_frag(c, body);
+    return;
+  }
+  if (d != 0 && d % 8 == 0) {
+    epilogue_vec(c, body);
+    return;
+  }
+  const rx_expr *whole =
+      sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, M, sx_const(cx, 8)), sx_const(cx, 0));
+  rx_stmtvec yes = {0}, no = {0};
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_assume(s->an, whole);
+  epilogue_vec(c, &yes);
+  sym_analyzer_reset(s->an, mk);
+  epilogue_frag(c, &no);
+  RX_VEC_PUSH(body, sched_if(s, sched_cond(s, whole), sched_seq(s, &yes), sched_seq(s, &no)));
 }
 
 /* The buffers: the stages (shared) and the zeroed accumulators (local; the pipeline's first

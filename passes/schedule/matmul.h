@@ -87,6 +87,20 @@ rx_tx *mm_operand_at(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
 void mm_epilogue(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *total, rx_stmtvec *out);
 void mm_epilogue_n(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *const *totals,
                    rx_stmtvec *out);
+/* The matrix units' epilogue per 8 consecutive columns a lane (issue 31): the accumulators of
+ * the 4 lanes of a quad (lane / 4) for one row, src[2 n + e] = lane t's columns 8 n + 2 t + e of
+ * 4 tiles of 8 columns (the mma/wgmma layout of D), transposed among the quad by two shuffle_xor
+ * rounds (bits 1 and 2 of t) into ft (f32[8]): lane t ends with tile t's 8 consecutive columns,
+ * ft[v] = column 8 t + v. In registers (the target's compiler keeps ft there: constant indices
+ * under unrolled loops): no shared memory, no barrier. Every lane of the warp must reach it. */
+void mm_quad_transpose(rx_sctx *s, const rx_expr *lane, rx_tx *const *src, rx_buffer *ft,
+                       rx_stmtvec *out);
+/* The epilogue at output row `row`, columns cb + v (v in 0..8, cb a multiple of 8) from ft[v]:
+ * a vectorized loop (its loads, bias and residual, and the output's stores 16 bytes a lane for
+ * f16, where the target's printer proves them aligned: M a multiple of 8, known or assumed by an
+ * enclosing test), guarded by row < N and cb < M. */
+rx_stmt *mm_epilogue_row8(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
+                          const rx_expr *row, const rx_expr *cb, rx_buffer *ft);
 /* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it), or
  * NULL when the operand is anything else. */
 const rx_tx *mm_plain_load(const rx_tx *e);
