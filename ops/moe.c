@@ -33,8 +33,9 @@
  * The legalized programs serve every target (CUDA, Vulkan, Metal, the interpreter): moe_group a
  * counting sort in one block (per expert: counts, a scan in shared memory, a stable scatter);
  * moe_matmul tiles of one group's rows by output columns staged in shared memory
- * (lz_gen_moe_matmul); moe_gemv a reduction per output point that the row-reduction rule
- * schedules with vector loads along K. */
+ * (lz_gen_moe_matmul); moe_gemv a reduction per output point that the matmul rule takes as a
+ * GEMV of one row per (token, slot), the expert id an indirect row offset (matmul_match.c,
+ * row_as_batch; gemv.c's gemv_rows: packed bytes staged 16 a lane, scales read once). */
 #include "deduce.h"
 #include "legalize_int.h"
 
