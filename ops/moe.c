@@ -33,8 +33,9 @@
  * The legalized programs serve every target (CUDA, Vulkan, Metal, the interpreter): moe_group a
  * counting sort in one block (per expert: counts, a scan in shared memory, a stable scatter);
  * moe_matmul tiles of one group's rows by output columns staged in shared memory
- * (lz_gen_moe_matmul); moe_gemv a reduction per output point that the row-reduction rule
- * schedules with vector loads along K. */
+ * (lz_gen_moe_matmul); moe_gemv a reduction per output point that the matmul rule takes as a
+ * GEMV of one row per (token, slot), the expert id an indirect row offset (matmul_match.c,
+ * row_as_batch; gemv.c's gemv_rows: packed bytes staged 16 a lane, scales read once). */
 #include "deduce.h"
 #include "legalize_int.h"
 
@@ -415,11 +416,19 @@ static bool moe_gen_open(lz_ctx *l, moe_gen *g) {
   return true;
 }
 
-/* One f32 accumulator acc = sum_r x[row, r] w[e, col, r] (its alloc and reduce); returns acc. */
-static const char *moe_dot(moe_gen *g, const char *row, const char *e, const char *col) {
+/* An f32 accumulator for moe_dot (allocated before the reduces: the matmul rule's form, matmul.h,
+ * has its allocs ahead of its reductions). */
+static const char *moe_acc(moe_gen *g) {
+  const char *acc = lz_fresh(g->l, "acc");
+  lz_line(g->l, "alloc %s: f32[1] local", acc);
+  return acc;
+}
+
+/* acc = sum_r x[row, r] w[e, col, r] (its reduce); returns acc. */
+static const char *moe_dot(moe_gen *g, const char *acc, const char *row, const char *e,
+                           const char *col) {
   lz_ctx *l = g->l;
-  const char *acc = lz_fresh(l, "acc"), *r = lz_loopvar(l, "r");
-  lz_line(l, "alloc %s: f32[1] local", acc);
+  const char *r = lz_loopvar(l, "r");
   lz_line(l, "reduce %s in 0..%s {", r, lz_ex(l, g->x->shape[1]));
   l->ind++;
   lz_line(l, "init { %s[0] = 0.0 }", acc);
@@ -443,12 +452,13 @@ static void moe_point(moe_gen *g, const char *row, const char *e, const char *p,
   lz_ctx *l = g->l;
   rx_dtype t = g->y->dtype;
   const char *tn = ir_dtype_name(t), *yi[2] = {p, c}, *out = lz_load(l, g->y, yi);
-  const char *a = moe_dot(g, row, e, c);
+  const char *a = moe_acc(g), *b = g->gated ? moe_acc(g) : NULL;
+  moe_dot(g, a, row, e, c);
   if (!g->gated) {
     lz_line(l, "%s = %s(%s[0])", out, tn, a);
     return;
   }
-  const char *b = moe_dot(g, row, e, lz_str(l, "%s + %s", lz_ex(l, g->F), c));
+  moe_dot(g, b, row, e, lz_str(l, "%s + %s", lz_ex(l, g->F), c));
   const char *gv = lz_fresh(l, "g"), *uv = lz_fresh(l, "u");
   lz_line(l, "let %s: f32 = %s", gv, lz_up(l, t, lz_str(l, "%s(%s[0])", tn, a)));
   lz_line(l, "let %s: f32 = %s", uv, lz_up(l, t, lz_str(l, "%s(%s[0])", tn, b)));

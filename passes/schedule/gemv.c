@@ -38,6 +38,9 @@
 /* The widest vector along k: 8 lanes, 16 bytes of f16 (one 128-bit load per lane step, the
  * vector_bytes of every target in targets/targets.c). */
 #define GEMV_LANES 8
+/* The most loads of a weight operand a step reads once for all its lanes (rows_step): a scale
+ * and a zero point for each of a gated pair's two weights. */
+#define GEMV_STEP_LETS 8
 /* A grid with fewer blocks than this leaves SMs idle: two blocks for each of the 132 SMs of an
  * H100 SXM, the largest GPU the targets describe (targets.c lists no SM counts). */
 #define GEMV_MIN_BLOCKS 264
@@ -70,6 +73,9 @@ typedef struct rows_plan {
   int V;       /* vector lanes along k */
   int NB;      /* rows of P per pass over k: all of them, or GEMV_ROW_CHUNK (thread groups) */
   bool chunks; /* the rows in passes of NB (a serial loop around the k loop) */
+  /* A short k folded (fold_lanes): each group's G lanes as F slots of GK = G / F lanes, each slot
+   * its own column (k steps of GK * V); F = 1, GK = G otherwise. */
+  int F, GK;
 } rows_plan;
 
 static bool subgroups(const rx_sctx *s, int threads) {
@@ -85,7 +91,7 @@ static int64_t plan_blocks(const mm_info *mi, const rows_plan *p) {
     n *= mi->nt.ext[q]->value;
   }
   if (mi->M->kind != RX_EXPR_CONST) return -1;
-  int64_t per = (int64_t)(p->T / p->G) * p->R;
+  int64_t per = (int64_t)(p->T / p->G) * p->R * p->F;
   return n * ((mi->M->value + per - 1) / per);
 }
 
@@ -113,10 +119,27 @@ static bool thread_groups(const rx_sctx *s, int rows) {
   return rows != 1 && sg > 0 && sg < GEMV_ROWS_MIN_SUBGROUP;
 }
 
+/* A gathered weight's rows (moe_gemv: mm_info.nhoist) with a constant K shorter than a group's
+ * step (G * V: 32 lanes x 32 k of a packed int4 weight) leave lanes idle, and each warp's request
+ * for a row's scales (K / 32 of them) fills part of a 32-byte sector. Folded, a group computes
+ * F = G / GK columns, GK lanes each (GK * V >= K): one request then reads consecutive rows'
+ * bytes and scales (an expert's rows are contiguous), whole sectors. One row, one column a
+ * slot; groups of a subgroup only. */
+static void fold_lanes(const mm_info *mi, rows_plan *p) {
+  if (!mi->nhoist || p->R != 1 || p->NB != 1 || p->chunks || p->G < 2 ||
+      mi->K->kind != RX_EXPR_CONST)
+    return;
+  int64_t need = (mi->K->value + p->V - 1) / p->V, gk = 1;
+  while (gk < need) gk *= 2;
+  if (gk >= p->G) return;
+  p->GK = (int)gk;
+  p->F = p->G / p->GK;
+}
+
 static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_packed *pk) {
   int tmax = sched_block_threads(s, BLOCK_THREADS);
   int V = pk->n ? pk->lanes : mm_vector_lanes(s, mi, GEMV_LANES);
-  rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = V, .NB = rows};
+  rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = V, .NB = rows, .F = 1, .GK = tmax};
   bool one = thread_groups(s, rows);
   if (!one && !subgroups(s, tmax)) { /* the block reduces each column: one row per pass */
     p.NB = 1;
@@ -134,6 +157,8 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
   bool two = false; /* a second weight (gate and up): its rows already share each P vector */
   for (int t = 0; t < mi->nx; t++) two |= mi->x[t].q != NULL;
   p.R = rows > 1 && !two ? GEMV_BATCH_COLS : 1;
+  p.GK = p.G;
+  fold_lanes(mi, &p);
   int tmin = GEMV_MIN_THREADS > sg ? GEMV_MIN_THREADS : sg;
   while (p.T > tmin && plan_blocks(mi, &p) >= 0 && plan_blocks(mi, &p) < GEMV_MIN_BLOCKS) p.T /= 2;
   bool long_k = mi->K->kind == RX_EXPR_CONST && mi->K->value >= (int64_t)tmax * p.V;
@@ -141,6 +166,8 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
   if (nb >= 0 && nb < GEMV_MIN_BLOCKS && rows == 1 && long_k && sched_use_subgroups(s, tmax)) {
     p.T = tmax; /* split k: the block's subgroups on one column */
     p.G = tmax;
+    p.F = 1;
+    p.GK = tmax;
   }
   return p;
 }
@@ -167,7 +194,8 @@ typedef struct rows_k {
   rx_sctx *s;
   const mm_info *mi;
   rows_plan p;
-  const rx_expr *tx, *l;      /* the thread, its lane in the group */
+  const rx_expr *tx, *l;      /* the thread, its lane in the group (in its slot when folded) */
+  const rx_expr *slot;        /* the folded group's slot (plan F), else 0 */
   const rx_expr *col0;        /* the group's first column */
   const rx_expr *row0;        /* the pass's first row (p.chunks), else 0 */
   const rx_expr *brepl[MAXN]; /* the batch loop variables as functions of the batch block */
@@ -199,6 +227,47 @@ static rx_tx *bin(rx_sctx *s, rx_binop op, rx_tx *a, rx_tx *b) {
   return ir_tx_binary(s->m, op, a, b, s->loc);
 }
 
+/* The loads of a weight operand that stay the same over a step's lanes (a quantized weight's
+ * scale and zero point: one per 32 k of relaxc's int4, one per GGUF block), read once into lets
+ * before the step's vector loop instead of once per lane: each scale byte is asked for once
+ * (test_moe_bytes counts requests). */
+typedef struct step_lets {
+  rx_sctx *s;
+  const rx_expr *v;
+  const rx_tx *ld[GEMV_STEP_LETS];
+  rx_local *loc[GEMV_STEP_LETS];
+  int n;
+  rx_stmtvec *out;
+} step_lets;
+
+static rx_tx *step_let(rx_rewrite *rw, rx_tx *l) {
+  step_lets *sl = rw->ud;
+  rx_sctx *s = sl->s;
+  if (l->buf->scope == RX_SCOPE_LOCAL || l->buf->scope == RX_SCOPE_SHARED) return l;
+  rx_tx **idx = ir_module_alloc(s->m, sizeof *idx * (size_t)(l->nidx ? l->nidx : 1));
+  for (int i = 0; i < l->nidx; i++) {
+    rx_tx *x = l->idx[i];
+    if (x->kind == RX_TX_SYM) {
+      const rx_expr *e = sym_analyzer_simplify(s->an, x->sym);
+      if (sym_expr_uses_var(e, sl->v)) return l;
+      x = ir_tx_sym(s->m, e, x->loc);
+      x->dtype = l->idx[i]->dtype;
+    } else if (sched_tx_uses(x, sl->v)) {
+      return l;
+    }
+    idx[i] = x;
+  }
+  l = ir_tx_load(s->m, l->buf, idx, l->nidx, l->loc);
+  for (int i = 0; i < sl->n; i++)
+    if (mm_same_tx(sl->ld[i], l)) return ir_tx_local(s->m, sl->loc[i], s->loc);
+  if (sl->n == GEMV_STEP_LETS) return l;
+  rx_local *lv = sched_local(s, "ws", l->dtype);
+  RX_VEC_PUSH(sl->out, sched_let(s, lv, l));
+  sl->ld[sl->n] = l;
+  sl->loc[sl->n++] = lv;
+  return ir_tx_local(s->m, lv, s->loc);
+}
+
 /* One step of k at kb: the R weight vectors into wv, then every row's vector of P times them. */
 static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
   rx_sctx *s = c->s;
@@ -225,13 +294,20 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
     } else {
       for (int t = 0; t < nq; t++) q[t] = operand_at(c, qs[t], sx_const(s->cx, 0), j, kv);
     }
-    rx_stmtvec lds = {0};
+    rx_stmtvec lds = {0}, both = {0};
+    if (stage) RX_VEC_PUSH(&both, stage);
+    if (p.V > 1) { /* the step's invariant loads of Q as lets before its vector loop */
+      size_t mk = sym_analyzer_mark(s->an);
+      sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, p.V));
+      step_lets sl = {.s = s, .v = v, .n = 0, .out = &both};
+      rx_rewrite rw = {.s = s, .n = 0, .hook = step_let, .ud = &sl};
+      for (int t = 0; t < nq; t++) q[t] = sched_rewrite_tx(&rw, q[t]);
+      sym_analyzer_reset(s->an, mk);
+    }
     for (int t = 0; t < nq; t++) RX_VEC_PUSH(&lds, sched_store_e(s, dst[t], wi, 2, q[t]));
     rx_stmt *ld = sched_seq(s, &lds);
     if (p.V > 1) ld = sched_for(s, v, sx_const(s->cx, p.V), RX_LOOP_VECTORIZE, ld);
-    if (stage) {
-      rx_stmtvec both = {0};
-      RX_VEC_PUSH(&both, stage);
+    if (both.len) {
       RX_VEC_PUSH(&both, ld);
       ld = sched_seq(s, &both);
     }
@@ -303,14 +379,14 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
 static rx_stmt *rows_kloop(rows_k *c) {
   rx_sctx *s = c->s;
   rows_plan p = c->p;
-  int64_t step = (int64_t)p.G * p.V;
+  int64_t step = (int64_t)p.GK * p.V;
   const rx_expr *nk = sched_ceildiv(s, c->mi->K, step);
   int U = GEMV_UNROLL;
   if (nk->kind == RX_EXPR_CONST && nk->value < U) U = nk->value < 1 ? 1 : (int)nk->value;
   const rx_expr *ko = sched_fresh_var(s, "ko"), *ku = sched_fresh_var(s, "ku");
   const rx_expr *nko = sched_ceildiv(s, nk, U);
   const rx_expr *kb = sx_mul_c(
-      s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.G), c->l),
+      s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.GK), c->l),
       p.V);
   size_t mk = sym_analyzer_mark(s->an);
   sym_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), nko);
@@ -332,7 +408,10 @@ static rx_stmt *rows_kloop(rows_k *c) {
 static bool stage_plan(rows_k *c) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
-  if (!mi->nx) return false;
+  /* a gathered packed weight (moe_gemv) stages its row too: a lane reads 2 V bytes of it a step
+   * (64 at V = 32 k of int4), 16-byte loads 64 bytes apart (half of each sector) when read as
+   * they are; staged, the threads read it in consecutive 16-byte vectors */
+  if (!mi->nx && !(c->pk.n && mi->nhoist)) return false;
   for (int t = 0; t < mi->nx; t++)
     if (mi->x[t].q && !mm_same_tx(mi->x[t].p, mi->p)) return false;
   const rx_tx *e = mi->p->kind == RX_TX_CAST ? mi->p->a : mi->p;
@@ -348,7 +427,7 @@ static bool stage_plan(rows_k *c) {
   int64_t d = sym_analyzer_divisor(s->an, mi->K);
   while (vs > 1 && d != 0 && d % vs != 0) vs /= 2;
   c->VS = sched_pow2_floor(vs);
-  int64_t step = (int64_t)c->p.G * c->p.V, kc = step * GEMV_UNROLL;
+  int64_t step = (int64_t)c->p.GK * c->p.V, kc = step * GEMV_UNROLL;
   int64_t all = (int64_t)c->p.T * c->VS, bytes = ir_dtype_bits(c->sp->dtype) / 8;
   if (kc < all) kc = all;
   int budget =
@@ -399,7 +478,7 @@ static void rows_kloop_staged(rows_k *c, rx_stmtvec *out) {
   rx_sctx *s = c->s;
   const mm_info *mi = c->mi;
   rows_plan p = c->p;
-  int64_t step = (int64_t)p.G * p.V, nst = c->KC / step;
+  int64_t step = (int64_t)p.GK * p.V, nst = c->KC / step;
   int U = nst < GEMV_UNROLL ? (int)nst : GEMV_UNROLL;
   const rx_expr *sl = sched_fresh_var(s, "sl"), *nsl = sched_ceildiv(s, mi->K, c->KC);
   const rx_expr *ko = sched_fresh_var(s, "ko"), *ku = sched_fresh_var(s, "ku");
@@ -409,7 +488,7 @@ static void rows_kloop_staged(rows_k *c, rx_stmtvec *out) {
   sym_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, U));
   const rx_expr *k0 = sx_mul_c(s->cx, sl, c->KC);
   c->kl = sx_mul_c(
-      s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.G), c->l),
+      s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.GK), c->l),
       p.V);
   const rx_expr *kb = sx_add(s->cx, k0, c->kl);
   rx_stmt *stp = sched_guard(s, sched_bound_guard(s, kb, mi->K), rows_step(c, kb));
@@ -527,14 +606,29 @@ static void rows_finish(rows_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(body, al);
   const rx_expr *a = sched_fresh_var(s, "a");
   rx_tx *part = sched_load(s, c->acc, &a, 1);
-  rx_stmt *red =
-      sched_store_e(s, tot, &a, 1, ir_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
+  rx_stmt *red;
+  if (p.F == 1) {
+    red = sched_store_e(s, tot, &a, 1, ir_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &part, 1, s->loc));
+  } else { /* folded: one sum per slot, each over the subgroup with the other slots' zeros */
+    rx_stmtvec fs = {0};
+    rx_tx *zero = NULL;
+    sched_identity(s, RX_COMB_SUM, c->mi->acc_dt, &zero);
+    for (int f = 0; f < p.F; f++) {
+      const rx_expr *mine = sym_expr_cmp(s->cx, RX_EXPR_EQ, c->slot, sx_const(s->cx, f));
+      rx_tx *x = ir_tx_select(s->m, ir_tx_sym(s->m, mine, s->loc), part, zero, s->loc);
+      rx_local *t = sched_local(s, "ts", c->mi->acc_dt);
+      RX_VEC_PUSH(&fs, sched_let(s, t, ir_tx_call(s->m, RX_INTRIN_SUBGROUP_SUM, &x, 1, s->loc)));
+      RX_VEC_PUSH(&fs,
+                  sched_guard(s, mine, sched_store_e(s, tot, &a, 1, ir_tx_local(s->m, t, s->loc))));
+    }
+    red = sched_seq(s, &fs);
+  }
   RX_VEC_PUSH(body, sched_for(s, a, sx_const(s->cx, c->A), RX_LOOP_UNROLL, red));
   const rx_expr *b = sched_fresh_var(s, "a");
   size_t mk = sym_analyzer_mark(s->an);
   sym_analyzer_bind_range(s->an, b, z, sx_const(s->cx, A));
   const rx_expr *who =
-      sym_expr_cmp(s->cx, RX_EXPR_EQ, c->l, sym_expr_floormod(s->cx, b, sx_const(s->cx, p.G)));
+      sym_expr_cmp(s->cx, RX_EXPR_EQ, c->l, sym_expr_floormod(s->cx, b, sx_const(s->cx, p.GK)));
   totals_at(c, tot, b, tv);
   rx_stmt *st = rows_store(c, b, tv, who);
   sym_analyzer_reset(s->an, mk);
@@ -553,7 +647,7 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
     by = sched_fresh_var(s, "by");
     nbatch = sym_analyzer_simplify(s->an, sched_fuse(s, mi->nt.ext, mi->nb, by, c.brepl));
   }
-  int per = (p.T / p.G) * p.R;
+  int per = (p.T / p.G) * p.R * p.F;
   const rx_expr *ncol = sched_ceildiv(s, mi->M, per);
   size_t mk = sym_analyzer_mark(s->an);
   sym_analyzer_bind_range(s->an, bx, sx_const(s->cx, 0), ncol);
@@ -561,9 +655,14 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   if (by) sym_analyzer_bind_range(s->an, by, sx_const(s->cx, 0), nbatch);
   const rx_expr *g =
       sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, c.tx, sx_const(s->cx, p.G)));
-  c.l = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, c.tx, sx_const(s->cx, p.G)));
-  c.col0 = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, bx, p.T / p.G), g), p.R);
+  const rx_expr *lg =
+      sym_analyzer_simplify(s->an, sym_expr_floormod(cx, c.tx, sx_const(s->cx, p.G)));
+  c.l = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, lg, sx_const(s->cx, p.GK)));
+  c.slot = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, lg, sx_const(s->cx, p.GK)));
+  const rx_expr *grp = sx_add(s->cx, sx_mul_c(s->cx, bx, p.T / p.G), g);
+  c.col0 = sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, grp, p.F), c.slot), p.R);
   rx_stmtvec body = {0};
+  mm_hoist_emit(s, mi, c.brepl, &body); /* a gathered weight's row offset (moe_gemv) */
   rx_stmt *al;
   c.off[0] = 0;
   c.A = p.NB * p.R;
@@ -586,8 +685,10 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
     int64_t xshape[2] = {p.NB, c.KC}, rshape[1] = {(int64_t)mi->nx * p.NB};
     c.xs = sched_alloc(s, "xs", c.sp->dtype, RX_SCOPE_SHARED, xshape, 2, &al);
     RX_VEC_PUSH(&body, al);
-    c.rt = sched_alloc(s, "rt", mi->acc_dt, RX_SCOPE_LOCAL, rshape, 1, &al);
-    RX_VEC_PUSH(&body, al);
+    if (mi->nx) {
+      c.rt = sched_alloc(s, "rt", mi->acc_dt, RX_SCOPE_LOCAL, rshape, 1, &al);
+      RX_VEC_PUSH(&body, al);
+    }
   }
   for (int i = 0; i < c.pk.n; i++) {
     int64_t pshape[1] = {16};
@@ -606,8 +707,9 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
                                sched_store_e(s, c.acc, &a, 1, zero)));
   if (c.stage) {
     const rx_expr *b = sched_fresh_var(s, "a");
-    RX_VEC_PUSH(&pass, sched_for(s, b, sx_const(s->cx, (int64_t)mi->nx * p.NB), RX_LOOP_UNROLL,
-                                 sched_store_e(s, c.rt, &b, 1, zero)));
+    if (mi->nx) /* the row terms' sums (none for a staged gathered row: c.rt NULL) */
+      RX_VEC_PUSH(&pass, sched_for(s, b, sx_const(s->cx, (int64_t)mi->nx * p.NB), RX_LOOP_UNROLL,
+                                   sched_store_e(s, c.rt, &b, 1, zero)));
     rows_kloop_staged(&c, &pass);
   } else {
     RX_VEC_PUSH(&pass, rows_kloop(&c));
@@ -642,6 +744,7 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
                 *ks = sym_expr_floordiv(cx, tx, sx_const(s->cx, CB));
   const rx_expr *jg = sched_split(s, M, CB, bx, jj, &ncol);
   rx_stmtvec body = {0};
+  mm_hoist_emit(s, mi, brepl, &body);
   rx_stmt *al;
   int64_t one[1] = {1}, rs[2] = {KS, CB};
   rx_buffer *red = sched_alloc(s, "red_buf", mi->acc_dt, RX_SCOPE_SHARED, rs, 2, &al);

@@ -56,8 +56,8 @@ static bool find_load(const rx_tx *l, void *ud) {
   int e = per_byte(fd->s, f, k, 4 * MM_PACKED_BYTES);
   if (!e) return true;
   mm_packed *pk = fd->pk;
-  for (int i = 0; i < pk->n; i++)
-    if (pk->load[i]->buf == l->buf && last_index(pk->load[i]) == f) return true; /* the same */
+  for (int i = 0; i < pk->n; i++) /* the same (two rows of one buffer are two: a gated pair) */
+    if (mm_same_tx(pk->load[i], l)) return true;
   if (pk->n == MM_MAX_PACKED || (pk->n && pk->per_byte[0] != e)) {
     fd->bad = true;
     return true;
@@ -92,17 +92,30 @@ bool mm_packed_find(rx_sctx *s, const mm_info *mi, mm_packed *out) {
 typedef struct swap {
   const mm_packed *pk;
   rx_buffer *const *bufs;
-  const rx_expr *const *want; /* each packed load's index at the lane, simplified */
+  const rx_tx *const *want; /* each packed load at the lane */
   const rx_expr *lane;
 } swap;
 
+/* Whether loads a and b read the same element (their symbolic indices equal once simplified). */
+static bool same_element(rx_sctx *s, const rx_tx *a, const rx_tx *b) {
+  if (a->buf != b->buf || a->nidx != b->nidx) return false;
+  for (int i = 0; i < a->nidx; i++) {
+    const rx_tx *x = a->idx[i], *y = b->idx[i];
+    if (x->kind == RX_TX_SYM && y->kind == RX_TX_SYM) {
+      if (sym_analyzer_simplify(s->an, x->sym) != sym_analyzer_simplify(s->an, y->sym))
+        return false;
+    } else if (!mm_same_tx(x, y)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 static rx_tx *swap_load(rx_rewrite *rw, rx_tx *l) {
   const swap *sw = rw->ud;
-  const rx_expr *f = last_index(l);
-  if (!f) return l;
-  f = sym_analyzer_simplify(rw->s->an, f);
+  if (!last_index(l)) return l;
   for (int i = 0; i < sw->pk->n; i++)
-    if (l->buf == sw->pk->load[i]->buf && f == sw->want[i]) {
+    if (same_element(rw->s, l, sw->want[i])) {
       const rx_expr *u =
           sym_expr_floordiv(rw->s->cx, sw->lane, sx_const(rw->s->cx, sw->pk->per_byte[i]));
       return sched_load(rw->s, sw->bufs[i], &u, 1);
@@ -115,7 +128,7 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
                          const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
                          rx_tx **out_qs) {
   rx_stmtvec st = {0};
-  const rx_expr *want[MM_MAX_PACKED];
+  const rx_tx *want[MM_MAX_PACKED];
   const rx_expr *z = sx_const(s->cx, 0), *kv = sx_add(s->cx, kb, lane);
   for (int i = 0; i < pk->n; i++) {
     const rx_expr *u = sched_fresh_var(s, "u");
@@ -123,8 +136,7 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
     rx_tx *ld = mm_operand_at(s, mi, batch, pk->load[i], z, j, ku);
     rx_stmt *cp = sched_store_e(s, bufs[i], &u, 1, ld);
     RX_VEC_PUSH(&st, sched_for(s, u, sx_const(s->cx, bytes), RX_LOOP_VECTORIZE, cp));
-    want[i] = sym_analyzer_simplify(s->an,
-                                    last_index(mm_operand_at(s, mi, batch, pk->load[i], z, j, kv)));
+    want[i] = mm_operand_at(s, mi, batch, pk->load[i], z, j, kv);
   }
   swap sw = {pk, bufs, want, lane};
   rx_rewrite rw = {.s = s, .n = 0, .hook = swap_load, .ud = &sw};

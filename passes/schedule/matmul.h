@@ -71,10 +71,21 @@ typedef struct mm_info {
   rx_dtype acc_dt;
   int nx; /* extra reductions: only gemv_rows takes them (the other schedules' fits refuse) */
   mm_extra x[MM_MAX_EXTRA];
+  /* PRE's integer lets that do not use j, where the row variable is taken as a batch variable
+   * (a gathered weight's row offset: moe_gemv's expert id, matmul_match.c row_as_batch): not
+   * substituted into P and Q (they read the locals); the schedule emits them before its k loop
+   * (mm_hoist_emit), the epilogue does not replay them. Only one-row programs have them, so only
+   * gemv_rows and gemv_cols meet them. */
+  const rx_stmt *hoist[MM_MAX_ITEMS];
+  int nhoist;
 } mm_info;
 
 bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi);
 
+/* Whether st is one of mi's hoisted lets; mm_hoist_emit appends them at the batch point (batch:
+ * the batch variables' replacements) to out. */
+bool mm_hoisted(const mm_info *mi, const rx_stmt *st);
+void mm_hoist_emit(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, rx_stmtvec *out);
 /* rw substitutes the output point's variables (batch..., i, j) for n = nt.n variables. */
 void mm_point_rewrite(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, const rx_expr *i,
                       const rx_expr *j, const rx_expr **vars, const rx_expr **repl, rx_rewrite *rw);

@@ -237,6 +237,75 @@ static bool pick_main(rx_module *m, mm_info *mi, red_info *rs, rx_tx **xs, int n
   return true;
 }
 
+/* Whether e uses v only in the indices of loads that sit in another load's index (depth: the
+ * loads whose indices enclose e): an indirect row offset such as moe_gemv's expert id,
+ * w[experts[i // k, i % k], j, k] (ops/moe.c), and not a direct use such as x[i, k]. */
+static bool uses_only_indirect(const rx_tx *e, const rx_expr *v, int depth) {
+  if (!e) return true;
+  if (e->kind == RX_TX_SYM) return depth >= 2 || !sym_expr_uses_var(e->sym, v);
+  if (e->kind == RX_TX_LOCAL || e->kind == RX_TX_INT || e->kind == RX_TX_FLOAT) return true;
+  int d = e->kind == RX_TX_LOAD ? depth + 1 : depth;
+  for (int i = 0; i < e->nidx; i++)
+    if (!uses_only_indirect(e->idx[i], v, d)) return false;
+  return uses_only_indirect(e->a, v, depth) && uses_only_indirect(e->b, v, depth) &&
+         uses_only_indirect(e->c, v, depth);
+}
+
+/* The product's row variable i as a batch variable (one row per batch point: N = 1) when the
+ * weight operand uses it only as an indirect row offset (a gathered expert's rows: moe_gemv).
+ * The integer lets of PRE that do not use j (the row offset, e.g. the checked expert id) are
+ * then hoisted (mm_info.hoist): the schedule emits them once before its k loop and the operands
+ * read their locals, so the weight's loads index by a value fixed over k (vector loads along k,
+ * codegen/cprinter.c's vec_index). */
+static bool row_as_batch(rx_module *m, mm_info *mi, const rx_tx *x, const letmap *lm) {
+  if (!mi->i || x->kind != RX_TX_BINARY || x->binop != RX_BINOP_MUL) return false;
+  const rx_tx *q = sched_tx_uses(x->a, mi->j) ? x->a : x->b;
+  if (!sched_tx_uses(q, mi->i) || !uses_only_indirect(q, mi->i, 0)) return false;
+  mi->nb = mi->nt.n - 1;
+  mi->i = NULL;
+  mi->N = sym_expr_const(m->ctx, 1);
+  for (int i = 0; i < lm->n; i++) {
+    const rx_local *l = lm->l[i];
+    if (ir_dtype_is_int(l->dtype) && !sched_tx_uses(lm->v[i], mi->j))
+      for (int p = 0; p < mi->npre; p++)
+        if (mi->pre[p]->kind == RX_STMT_LET && mi->pre[p]->local == l)
+          mi->hoist[mi->nhoist++] = mi->pre[p];
+  }
+  return true;
+}
+
+bool mm_hoisted(const mm_info *mi, const rx_stmt *st) {
+  for (int q = 0; q < mi->nhoist; q++)
+    if (mi->hoist[q] == st) return true;
+  return false;
+}
+
+void mm_hoist_emit(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch, rx_stmtvec *out) {
+  if (!mi->nhoist) return;
+  const rx_expr *vars[MAXN + 1], *repl[MAXN + 1], *z = sx_const(s->cx, 0);
+  rx_rewrite rw;
+  mm_point_rewrite(s, mi, batch, z, z, vars, repl, &rw);
+  for (int q = 0; q < mi->nhoist; q++) RX_VEC_PUSH(out, sched_rewrite_stmt(&rw, mi->hoist[q]));
+}
+
+/* The summands of reductions rs[0..n) with the lets of PRE (but the hoisted ones) and of their
+ * updates substituted (xs); false when there are too many lets. */
+static bool summands(rx_module *m, const mm_info *mi, const red_info *rs, int n, letmap *lm,
+                     rx_tx **xs) {
+  lm->n = 0;
+  for (int i = 0; i < mi->npre; i++) {
+    const rx_stmt *p = mi->pre[i];
+    if (p->kind == RX_STMT_LET && !mm_hoisted(mi, p) && !let_push(m, lm, p)) return false;
+  }
+  for (int t = 0; t < n; t++) {
+    letmap own = *lm;
+    for (int i = 0; i < rs[t].nupd_lets; i++)
+      if (!let_push(m, &own, rs[t].upd_lets[i])) return false;
+    xs[t] = inline_lets(m, rs[t].x, &own);
+  }
+  return true;
+}
+
 bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi) {
   memset(mi, 0, sizeof *mi);
   if (sched_seq_len(f->body) != 1) return false;
@@ -258,23 +327,15 @@ bool mm_match(rx_module *m, const rx_tensor_fn *f, mm_info *mi) {
   mi->j = nt->vars[nt->n - 1];
   mi->N = mi->i ? nt->ext[nt->n - 2] : sym_expr_const(m->ctx, 1);
   mi->M = nt->ext[nt->n - 1];
-  letmap lm = {.n = 0};
-  for (int i = 0; i < mi->npre; i++) {
-    const rx_stmt *p = mi->pre[i];
-    if (p->kind == RX_STMT_LET && !let_push(m, &lm, p)) return false;
-  }
+  letmap lm;
   rx_tx *xs[1 + MM_MAX_EXTRA];
-  for (int t = 0; t < nred; t++) {
-    letmap own = lm;
-    for (int i = 0; i < rs[t].nupd_lets; i++)
-      if (!let_push(m, &own, rs[t].upd_lets[i])) return false;
-    xs[t] = inline_lets(m, rs[t].x, &own);
-  }
-  if (nred == 1) {
-    mi->r = rs[0];
-    if (!split_product(mi, xs[0])) return false;
-  } else if (!pick_main(m, mi, rs, xs, nred)) {
-    return false;
+  if (!summands(m, mi, rs, nred, &lm, xs)) return false;
+  bool ok = nred == 1 ? (mi->r = rs[0], split_product(mi, xs[0])) : pick_main(m, mi, rs, xs, nred);
+  if (!ok) { /* a gathered weight's rows (moe_gemv): each row its own batch point */
+    mi->nx = 0;
+    if (!row_as_batch(m, mi, xs[0], &lm) || !summands(m, mi, rs, nred, &lm, xs)) return false;
+    ok = nred == 1 ? (mi->r = rs[0], split_product(mi, xs[0])) : pick_main(m, mi, rs, xs, nred);
+    if (!ok) return false;
   }
   stored st = {.n = 0};
   if (!check_stores(mi, &st)) return false;
@@ -338,7 +399,8 @@ static rx_stmt *finish_red(rx_sctx *s, const mm_info *mi, const red_info *r, rx_
 
 void mm_epilogue_n(rx_sctx *s, const mm_info *mi, rx_rewrite *rw, rx_tx *const *totals,
                    rx_stmtvec *out) {
-  for (int q = 0; q < mi->npre; q++) RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->pre[q]));
+  for (int q = 0; q < mi->npre; q++)
+    if (!mm_hoisted(mi, mi->pre[q])) RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->pre[q]));
   for (int q = 0; q < mi->r.ninit_lets; q++)
     RX_VEC_PUSH(out, sched_rewrite_stmt(rw, mi->r.init_lets[q]));
   for (int t = 0; t < mi->nx; t++)
