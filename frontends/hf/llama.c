@@ -945,6 +945,15 @@ static rx_var *rms_norm(gb *g, const char *name, rx_var *x, rx_var *w) {
  * up to 16 rows (passes/schedule SMALL_ROWS), and again per 16 more. */
 #define HF_FOLD_MAX_BATCH 16
 
+/* Whether the norms fold into the layers' projections: not for AWQ and GPTQ checkpoints, whose
+ * words pack outputs, not k: the matmul rule takes their quant_matmul as a GEMV but not with the
+ * norm's extra reduction (test_matmul_rules), so their norms keep their own kernel. */
+static bool fold_layers(const gb *g) {
+  if (!g->c->quantized) return true;
+  rx_quant_kind k = base_quant_info_of(g->c->qscheme)->kind;
+  return k != RX_QUANT_AWQ && k != RX_QUANT_GPTQ && k != RX_QUANT_GPTQ_V2;
+}
+
 /* The buffers of projection weight w (its parameter, and a quantized one's scales and zero
  * points) into a; their count (0 when g->err). */
 static int weight_args(gb *g, rx_var *w, rx_node **a) {
@@ -1431,7 +1440,8 @@ static rx_status build_forward(gb *g, bool decode) {
   const rx_hf_config *c = g->c;
   g->fn = decode ? "decode" : "prefill";
   g->b = rx_builder_new(g->m, g->fn);
-  fwd f = {.decode = decode, .fold = decode && g->max_batch <= HF_FOLD_MAX_BATCH};
+  fwd f = {.decode = decode,
+           .fold = decode && g->max_batch <= HF_FOLD_MAX_BATCH && fold_layers(g)};
   f.b = rx_sym_var(g->m, "b");
   f.n = decode ? f.b : rx_sym_var(g->m, "n");
   const rx_expr *nd[1] = {f.n}, *bd[1] = {f.b};

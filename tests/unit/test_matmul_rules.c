@@ -12,7 +12,8 @@
  * detector is independent of the rule's matcher: a sum reduction whose update adds a product of
  * two factors that both load with the reduction variable and differ (x * x of a norm is not a
  * matmul). Programs that arrive scheduled (the attention kernels bind their own loops) are not
- * the rule table's to place and are skipped. A model where no matmul is found fails too.
+ * the rule table's to place and are skipped, and so are reductions of fewer than MIN_MATMUL_K
+ * terms (a weighted sum). A model where no matmul is found fails too.
  *
  * A failure names the model, the target, the program, its rule and the product.
  *
@@ -151,6 +152,11 @@ static const rx_stmt *update_store(const rx_stmt *r, lets *ls) {
   return store;
 }
 
+/* A reduction over fewer terms than this is a weighted sum, not a matmul (a mixture of experts'
+ * combine over each token's top-k slots: k = 2): no matmul rule has anything to tile there, and
+ * its outputs are read and written along the row by the elementwise schedule. */
+#define MIN_MATMUL_K 8
+
 /* The reduce's update adds a product of two different factors that load with its variable. */
 static bool matmul_reduce(const rx_stmt *r) {
   lets ls = {.n = 0};
@@ -158,6 +164,7 @@ static bool matmul_reduce(const rx_stmt *r) {
   if (!store || r->nvars != 1 || store->value->kind != RX_TX_BINARY ||
       store->value->binop != RX_BINOP_ADD)
     return false;
+  if (r->extent[0]->kind == RX_EXPR_CONST && r->extent[0]->value < MIN_MATMUL_K) return false;
   const rx_expr *k = r->vars[0];
   for (int side = 0; side < 2; side++) {
     const rx_tx *fs[MAX_FACTORS];
