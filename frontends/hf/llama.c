@@ -1440,8 +1440,7 @@ static rx_status build_forward(gb *g, bool decode) {
   const rx_hf_config *c = g->c;
   g->fn = decode ? "decode" : "prefill";
   g->b = rx_builder_new(g->m, g->fn);
-  fwd f = {.decode = decode,
-           .fold = decode && g->max_batch <= HF_FOLD_MAX_BATCH && fold_layers(g)};
+  fwd f = {.decode = decode, .fold = decode && g->max_batch <= HF_FOLD_MAX_BATCH && fold_layers(g)};
   f.b = rx_sym_var(g->m, "b");
   f.n = decode ? f.b : rx_sym_var(g->m, "n");
   const rx_expr *nd[1] = {f.n}, *bd[1] = {f.b};
