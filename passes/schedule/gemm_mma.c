@@ -726,20 +726,17 @@ static void epilogue_vec(gm_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(body, unrolled(s, m, c->mt, &ms));
 }
 
-/* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time:
- * the per-accumulator one in its else branch), else at the accumulators' points. Both tile
- * configurations give a quad's 4 lanes 4 tiles (nt), as mm_quad_transpose needs. */
-static void epilogue(gm_k *c, rx_stmtvec *body) {
-  rx_sctx *s = c->s;
+/* mm_epilogue_by_m (matmul.h). */
+void mm_epilogue_by_m(rx_sctx *s, const rx_expr *M, bool only_frag, mm_epilogue_form vec,
+                      mm_epilogue_form frag, void *k, rx_stmtvec *body) {
   rx_expr_ctx *cx = s->cx;
-  const rx_expr *M = c->mi->M;
   int64_t d = sym_analyzer_divisor(s->an, M);
-  if (c->nt != 4 || (M->kind == RX_EXPR_CONST && M->value % 8 != 0)) {
-    epilogue_frag(c, body);
+  if (only_frag || (M->kind == RX_EXPR_CONST && M->value % 8 != 0)) {
+    frag(k, body);
     return;
   }
   if (d != 0 && d % 8 == 0) {
-    epilogue_vec(c, body);
+    vec(k, body);
     return;
   }
   const rx_expr *whole =
@@ -747,10 +744,20 @@ static void epilogue(gm_k *c, rx_stmtvec *body) {
   rx_stmtvec yes = {0}, no = {0};
   size_t mk = sym_analyzer_mark(s->an);
   sym_analyzer_assume(s->an, whole);
-  epilogue_vec(c, &yes);
+  vec(k, &yes);
   sym_analyzer_reset(s->an, mk);
-  epilogue_frag(c, &no);
+  frag(k, &no);
   RX_VEC_PUSH(body, sched_if(s, sched_cond(s, whole), sched_seq(s, &yes), sched_seq(s, &no)));
+}
+
+static void epilogue_vec_form(void *k, rx_stmtvec *body) { epilogue_vec(k, body); }
+static void epilogue_frag_form(void *k, rx_stmtvec *body) { epilogue_frag(k, body); }
+
+/* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time:
+ * the per-accumulator one in its else branch), else at the accumulators' points. Both tile
+ * configurations give a quad's 4 lanes 4 tiles (nt), as mm_quad_transpose needs. */
+static void epilogue(gm_k *c, rx_stmtvec *body) {
+  mm_epilogue_by_m(c->s, c->mi->M, c->nt != 4, epilogue_vec_form, epilogue_frag_form, c, body);
 }
 
 /* The buffers: the stages (shared), the fragments and the zeroed accumulators (local). */

@@ -201,30 +201,13 @@ static void epilogue_vec(wg_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(body, sched_for(s, h, sx_const(cx, 2), RX_LOOP_UNROLL, sched_seq(s, &hs)));
 }
 
+static void epilogue_vec_form(void *k, rx_stmtvec *body) { epilogue_vec(k, body); }
+static void epilogue_frag_form(void *k, rx_stmtvec *body) { epilogue_frag(k, body); }
+
 /* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time),
- * else at the accumulators' points (as gemm_mma.c's). */
+ * else at the accumulators' points (matmul.h, mm_epilogue_by_m). */
 static void epilogue(wg_k *c, rx_stmtvec *body) {
-  rx_sctx *s = c->s;
-  rx_expr_ctx *cx = s->cx;
-  const rx_expr *M = c->mi->M;
-  int64_t d = sym_analyzer_divisor(s->an, M);
-  if (M->kind == RX_EXPR_CONST && M->value % 8 != 0) {
-    epilogue_frag(c, body);
-    return;
-  }
-  if (d != 0 && d % 8 == 0) {
-    epilogue_vec(c, body);
-    return;
-  }
-  const rx_expr *whole =
-      sym_expr_cmp(cx, RX_EXPR_EQ, sym_expr_floormod(cx, M, sx_const(cx, 8)), sx_const(cx, 0));
-  rx_stmtvec yes = {0}, no = {0};
-  size_t mk = sym_analyzer_mark(s->an);
-  sym_analyzer_assume(s->an, whole);
-  epilogue_vec(c, &yes);
-  sym_analyzer_reset(s->an, mk);
-  epilogue_frag(c, &no);
-  RX_VEC_PUSH(body, sched_if(s, sched_cond(s, whole), sched_seq(s, &yes), sched_seq(s, &no)));
+  mm_epilogue_by_m(c->s, c->mi->M, false, epilogue_vec_form, epilogue_frag_form, c, body);
 }
 
 /* The buffers: the stages (shared) and the zeroed accumulators (local; the pipeline's first

@@ -112,6 +112,13 @@ void mm_quad_transpose(rx_sctx *s, const rx_expr *lane, rx_tx *const *src, rx_bu
  * enclosing test), guarded by row < N and cb < M. */
 rx_stmt *mm_epilogue_row8(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
                           const rx_expr *row, const rx_expr *cb, rx_buffer *ft);
+/* A fragment GEMM's epilogue (gemm_mma, gemm_wgmma): vec(k, .) (per 8 columns a lane,
+ * mm_epilogue_row8) where M is known to be a multiple of 8, frag(k, .) (at the accumulators'
+ * points) where it is known not to be or when only_frag, else vec under a run-time test of M % 8
+ * with frag in its else branch. k is the kernel's own state, handed back to both. */
+typedef void (*mm_epilogue_form)(void *k, rx_stmtvec *body);
+void mm_epilogue_by_m(rx_sctx *s, const rx_expr *M, bool only_frag, mm_epilogue_form vec,
+                      mm_epilogue_form frag, void *k, rx_stmtvec *body);
 /* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it), or
  * NULL when the operand is anything else. */
 const rx_tx *mm_plain_load(const rx_tx *e);
