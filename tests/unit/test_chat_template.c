@@ -65,10 +65,10 @@ static size_t first_diff(const char *a, size_t na, const char *b, size_t nb) {
 static void check_pair(const char *root, const char *tname, const char *cname) {
   char path[4096], stem[512];
   snprintf(path, sizeof path, "%s/chat/templates/%s", root, tname);
-  size_t tlen;
+  size_t tlen = 0;
   char *text = slurp(path, &tlen);
   snprintf(path, sizeof path, "%s/chat/conversations/%s", root, cname);
-  size_t clen;
+  size_t clen = 0;
   char *ctx = slurp(path, &clen);
   snprintf(stem, sizeof stem, "%.*s__%.*s", (int)(strlen(tname) - 6), tname,
            (int)(strlen(cname) - 5), cname);
