@@ -51,6 +51,19 @@ void rxk_rt_open(rxk_backend *b, const char *spec) {
   pick_target(b);
 }
 
+rxk_backend *rxk_rt_first_present(rxk_backend *bs, int n) {
+  for (int i = 0; i < n; i++) {
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s:0", rx_rt_backend_name(bs[i].kind));
+    rxk_rt_open(&bs[i], spec);
+    bool open = bs[i].dev != NULL;
+    rx_rt_device_release(bs[i].dev);
+    bs[i].dev = NULL;
+    if (open) return &bs[i];
+  }
+  return NULL;
+}
+
 bool rxk_rt_close(rxk_backend *b, char *msg, size_t n) {
   if (!b->dev) return true;
   const char *last = NULL;

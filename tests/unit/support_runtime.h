@@ -28,6 +28,10 @@ void rxk_rt_target(const rx_rt_device *dev, rx_target *out);
  * (b->dev NULL, b->why set). */
 void rxk_rt_open(rxk_backend *b, const char *spec);
 
+/* The first of bs[0..n) whose device "<backend>:0" opens (rxk_rt_open: its target picked, why
+ * not printed), released again (the LLM runtime opens its own); NULL when none does. */
+rxk_backend *rxk_rt_first_present(rxk_backend *bs, int n);
+
 /* Releases b's device where open; false, with the count and the last one in msg, when the
  * validation layer reported anything while it was open. */
 bool rxk_rt_close(rxk_backend *b, char *msg, size_t n);

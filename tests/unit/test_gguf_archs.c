@@ -254,15 +254,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   rxk_backend bs[2] = {{.kind = RX_RT_BACKEND_VULKAN}, {.kind = RX_RT_BACKEND_CUDA}};
-  rxk_backend *use = NULL;
-  for (int bi = 0; bi < 2 && !use; bi++) {
-    char spec[64];
-    snprintf(spec, sizeof spec, "%s:0", rx_rt_backend_name(bs[bi].kind));
-    rxk_rt_open(&bs[bi], spec);
-    if (bs[bi].dev) use = &bs[bi];
-    rx_rt_device_release(bs[bi].dev);
-    bs[bi].dev = NULL;
-  }
+  rxk_backend *use = rxk_rt_first_present(bs, 2);
   if (!use) {
     fprintf(stderr, "SKIP: no backend present\n");
     return 77;
