@@ -16,6 +16,8 @@ PACKAGES=(
   cmake          # >= 3.20
   pkgconf        # pkg-config: shaderc's version for the kernel cache's key (targets/targets.cmake)
   python3        # runs LLVM lit
+  python3-venv   # python3 -m venv: scripts/serve-venv.sh makes the openai client's environment
+                 # of relaxc serve's client tests (tests/serve; pip fills it from PyPI)
   llvm-14-tools  # lit, FileCheck, not
   llvm           # llvm-ar, llvm-ranlib: CMake archives with them when CC is clang (make fuzz)
                  # and they are installed, as on the CI image; named so every machine does the same
@@ -57,6 +59,8 @@ OPTIONAL=(
   RX_CUDA_H_DIR             # the toolkit's cuda.h (/usr/local/cuda/include); runtime.cuda_decls skips without it
   dispatch/dispatch.h       # Apple's libdispatch: the Metal backend on macOS only
   lit                       # lit.cfg.py's module: lit.py (llvm-14-tools) puts it on sys.path
+  openai                    # tests/serve/client_*.py: from PyPI into build/venv-serve
+  jsonschema                # (scripts/serve-venv.sh, tests/serve/requirements.txt), not Debian's
 )
 
 # `deps.sh --check [BUILD_DIR...]`: report the packages the build and tests use that this list

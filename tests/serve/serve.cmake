@@ -1,0 +1,45 @@
+# relaxc serve driven by the official openai Python client (issue 33): the ctest function
+# rx_serve_client_test and the client tests registered with it. Included by tests/CMakeLists.txt
+# when relaxc serve is built (libmicrohttpd found).
+#
+#   rx_serve_client_test(NAME SCRIPT [SERVE_FLAGS...] [LABELS l...] [TIMEOUT s])
+#
+# adds the ctest NAME: tests/serve/run_client.py compiles (once, shared by every client test) the
+# tiny Llama of tests/llm/models/kjv-llama with tests/chat/model's chat template for Vulkan
+# (lavapipe), starts `relaxc serve` on a free port of 127.0.0.1 with SERVE_FLAGS, waits for
+# /health, runs `python SCRIPT` in the virtual environment RX_SERVE_VENV (scripts/serve-venv.sh,
+# from tests/serve/requirements.txt; `make test` makes it) with RX_SERVE_BASE_URL, RX_SERVE_MODEL,
+# RX_SERVE_API_KEY, RX_SERVE_LOG (and more: run_client.py's header), then stops the server with
+# SIGTERM: the test fails when the script fails, or when the server does not exit 0 in time.
+# Without the venv the tests fail with a message saying how to make it. Labels: serve, vulkan,
+# and the script's own (the load test's "load", so that CI can shard it off).
+set(RX_SERVE_VENV ${CMAKE_BINARY_DIR}/venv-serve CACHE PATH
+    "the virtual environment of relaxc serve's client tests (scripts/serve-venv.sh)")
+# the Vulkan environment of the runtime's tests, but its LD_PRELOAD (a sanitized build's ASan
+# runtime and lavapipe) reaches relaxc through RX_TEST_RUN_PREFIX, never the Python processes
+set(RX_SERVE_CLIENT_ENV ${RX_RT_VK_ENV})
+list(FILTER RX_SERVE_CLIENT_ENV EXCLUDE REGEX "^LD_PRELOAD=")
+
+function(rx_serve_client_test NAME SCRIPT)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "TIMEOUT" "LABELS")
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+  add_test(NAME ${NAME}
+           COMMAND ${RX_PYTHON} ${CMAKE_SOURCE_DIR}/tests/serve/run_client.py
+                   --relaxc $<TARGET_FILE:relaxc> --venv ${RX_SERVE_VENV}
+                   --work ${CMAKE_BINARY_DIR}/tests/serve --tests ${CMAKE_SOURCE_DIR}/tests
+                   --prefix "${RX_TEST_RUN_PREFIX}" --name ${NAME} --timeout ${arg_TIMEOUT}
+                   ${CMAKE_SOURCE_DIR}/tests/serve/${SCRIPT} -- ${arg_UNPARSED_ARGUMENTS})
+  # ctest's limit: the script's, plus the artifact's compile, the server's start and its stop
+  math(EXPR limit "${arg_TIMEOUT} + 240")
+  set_tests_properties(${NAME} PROPERTIES ENVIRONMENT "${RX_SERVE_CLIENT_ENV}"
+                       LABELS "serve;vulkan;${arg_LABELS}" TIMEOUT ${limit})
+endfunction()
+
+# The harness itself: a client script that fails makes its test fail. client_selftest_fails.py
+# exits 3 on purpose, and this test passes only on run_client.py's report of exactly that failure
+# (a missing venv, a server that does not start or stop, a script that passes: all fail it).
+rx_serve_client_test(serve.harness_fails client_selftest_fails.py)
+set_tests_properties(serve.harness_fails PROPERTIES PASS_REGULAR_EXPRESSION
+                     "FAILED: client script client_selftest_fails.py failed with exit status 3")
