@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef RX_HAVE_MICROHTTPD
@@ -21,13 +22,18 @@ typedef struct serve_cli {
   /* the limits (server.h's RX_SERVE_* defaults when absent, 0 here) */
   long long idle_s, read_s, deadline_s, max_conns, per_ip, max_queue;
   bool deadline_given;
+  const char *api_key;  /* --api-key, else RELAXC_API_KEY, else none */
+  long long shutdown_s; /* --shutdown-timeout: how long SIGINT/SIGTERM lets requests finish */
 } serve_cli;
+
+#define SHUTDOWN_TIMEOUT_S 30 /* the default of --shutdown-timeout */
 
 static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g) {
   g->host = "127.0.0.1";
   g->port = 8000;
   g->max_batch = 8;
   g->kv_capacity = 8192;
+  g->shutdown_s = SHUTDOWN_TIMEOUT_S;
   rx_cli_args it = cli_begin(cmd, argc, argv);
   while (cli_next(&it)) {
     const char *f = it.flag;
@@ -62,6 +68,10 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
       rc = cli_int_option(&it, 1, 1 << 20, &g->max_queue);
     } else if (!strcmp(f, "--kv-capacity")) {
       rc = cli_int_option(&it, 16, 1 << 30, &g->kv_capacity);
+    } else if (!strcmp(f, "--api-key")) {
+      g->api_key = it.value;
+    } else if (!strcmp(f, "--shutdown-timeout")) {
+      rc = cli_int_option(&it, 0, 86400, &g->shutdown_s);
     } else if (!strcmp(f, "--max-seq-len")) {
       rc = cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
     } else {
@@ -71,6 +81,9 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
   }
   if (it.status >= 0) return it.status;
   if (!g->model) return cli_usage_error(cmd, "%s", "'serve' needs a MODEL.rxm");
+  if (!g->api_key) g->api_key = getenv("RELAXC_API_KEY");
+  if (g->api_key && !*g->api_key)
+    return cli_usage_error(cmd, "%s", "--api-key (or RELAXC_API_KEY) is empty");
   return -1;
 }
 
@@ -86,6 +99,39 @@ static void default_name(const char *path, char *out, size_t cap) {
   snprintf(out, cap, "%s", b ? b + 1 : path);
   size_t n = strlen(out);
   if (n > 4 && !strcmp(out + n - 4, ".rxm")) out[n - 4] = 0;
+}
+
+#define KV_PAGE 16 /* tokens per KV page (runtime/llm/kv_cache.h's RX_KV_PAGE) */
+
+/* Graceful shutdown after the signal sig: no new connections, and requests on open ones get 503;
+ * those in flight may finish for up to timeout_s seconds (a second signal ends the wait), then
+ * serve_server_stop cancels the rest. */
+static void drain(rx_server *srv, const sigset_t *set, int sig, long long timeout_s) {
+  serve_server_quiesce(srv);
+  rx_server_stats st = serve_server_get_stats(srv);
+  fprintf(stderr,
+          "relaxc serve: stopping (%s): no new requests; %lld in flight may finish within %lld s "
+          "(--shutdown-timeout; a second signal stops now)\n",
+          sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)st.inflight, timeout_s);
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    st = serve_server_get_stats(srv);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double waited = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+    if (!st.inflight) break;
+    if (waited >= (double)timeout_s) {
+      fprintf(stderr, "relaxc serve: --shutdown-timeout %lld s passed: cancelling %lld requests\n",
+              timeout_s, (long long)st.inflight);
+      break;
+    }
+    struct timespec tick = {0, 20 * 1000000L};
+    if (sigtimedwait(set, NULL, &tick) > 0) {
+      fprintf(stderr, "relaxc serve: a second signal: cancelling %lld requests\n",
+              (long long)st.inflight);
+      break;
+    }
+  }
 }
 
 int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
@@ -122,7 +168,8 @@ int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
                                                            : -1,
                           .max_connections = (int)g.max_conns,
                           .max_connections_per_ip = (int)g.per_ip,
-                          .max_queue = g.max_queue};
+                          .max_queue = g.max_queue,
+                          .api_key = g.api_key};
   rx_server *srv = NULL;
   s = serve_server_start(m, &so, &srv);
   if (s) {
@@ -136,8 +183,12 @@ int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
           (long long)serve_server_max_batch(srv));
   int sig = 0;
   sigwait(&set, &sig);
-  fprintf(stderr, "relaxc serve: stopping\n");
+  drain(srv, &set, sig, g.shutdown_s);
   serve_server_stop(srv);
+  /* every request ended, so every page is back: the line says so (the load test reads it) */
+  int64_t pages = rx_llm_model_kv_capacity(m) / KV_PAGE;
+  fprintf(stderr, "relaxc serve: pages free: %lld/%lld\n",
+          (long long)(rx_llm_model_kv_free_tokens(m) / KV_PAGE), (long long)pages);
   rx_llm_model_free(m);
   return 0;
 }

@@ -232,6 +232,14 @@ static const rx_cli_flag serve_flags[] = {
      "seconds a request's headers and body may take to arrive, from the connection's opening "
      "or its previous answer's end; default: 30",
      NULL},
+    {"--api-key", NULL, "KEY",
+     "every /v1 request needs the header 'Authorization: Bearer KEY' (401 otherwise; /health and "
+     "/metrics stay open); default: $RELAXC_API_KEY, else none",
+     NULL},
+    {"--shutdown-timeout", NULL, "S",
+     "on SIGINT or SIGTERM, seconds the requests in flight may take to finish before the rest "
+     "are cancelled (new ones get 503); default: 30",
+     NULL},
     {"--max-connections", NULL, "N", "the most connections open at once; default: 256", NULL},
     {"--max-connections-per-ip", NULL, "N",
      "the most connections open at once from one IPv4 address; default: 64", NULL},

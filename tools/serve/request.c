@@ -14,14 +14,14 @@
 rx_serve_route serve_route_of(const char *method, const char *url, rx_serve_error *e) {
   e->param = NULL;
   bool chat = !strcmp(url, "/v1/chat/completions");
-  bool health = !strcmp(url, "/health");
-  if (health || !strcmp(url, "/v1/models")) {
+  bool health = !strcmp(url, "/health"), metrics = !strcmp(url, "/metrics");
+  if (health || metrics || !strcmp(url, "/v1/models")) {
     if (strcmp(method, "GET")) {
       e->status = 405;
       snprintf(e->msg, sizeof e->msg, "%s takes GET", url);
       return RX_SERVE_REFUSED;
     }
-    return health ? RX_SERVE_HEALTH : RX_SERVE_MODELS;
+    return health ? RX_SERVE_HEALTH : metrics ? RX_SERVE_METRICS : RX_SERVE_MODELS;
   }
   if (!chat && strcmp(url, "/v1/completions")) {
     e->status = 404;

@@ -25,6 +25,7 @@ typedef enum rx_serve_route {
   RX_SERVE_MODELS,     /* GET /v1/models */
   RX_SERVE_COMPLETION, /* POST /v1/completions */
   RX_SERVE_CHAT,       /* POST /v1/chat/completions */
+  RX_SERVE_METRICS,    /* GET /metrics (Prometheus text) */
 } rx_serve_route;
 
 /* A request's fields, checked. */

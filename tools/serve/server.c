@@ -20,6 +20,7 @@
 #include "tools/serve/server.h"
 
 #include "base/base.h"
+#include "tools/serve/ops.h"
 #include "tools/serve/request.h"
 
 #include <arpa/inet.h>
@@ -37,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_BODY    RX_SERVE_MAX_BODY
 #define KEEPALIVE_S 5  /* a stream with nothing new for this long sends an SSE comment */
@@ -44,8 +46,9 @@
 #define RETRY_AFTER "1" /* seconds a 503 for a full queue asks the client to wait */
 /* libmicrohttpd's threads: they parse, tokenize and write answers (the model runs on the
  * scheduler thread), and never wait for tokens, so a few serve every connection */
-#define POOL_THREADS  4u
-#define STOP_GRACE_MS 1000 /* how long stopping lets ended requests send their answers */
+#define POOL_THREADS     4u
+#define STOP_GRACE_MS    1000 /* how long stopping lets ended requests send their answers */
+#define RX_SERVE_KV_PAGE 16   /* tokens per KV page (runtime/llm/kv_cache.h's RX_KV_PAGE) */
 
 typedef struct job {
   struct job *next; /* in the server's queue, or the scheduler's active list */
@@ -58,6 +61,9 @@ typedef struct job {
   char id[40];
   long created;
   double deadline; /* now_ms() past which it ends with an error; 0: none */
+  double arrive;   /* now_ms() when it arrived (metrics, the request log) */
+  /* the scheduler's (on_token): when its first and latest tokens came, 0 before */
+  double first_token, last_token;
   /* under the server's lock */
   bool accepted, done, cancelled, timed_out;
   struct MHD_Connection *conn; /* the connection waiting for news of it */
@@ -107,6 +113,10 @@ struct rx_server {
   sock *socks;         /* the open connections */
   long next_id;
   rx_server_stats stats;
+  rx_llm_batcher_stats bstats; /* the batcher's, after the scheduler's last step */
+  bool draining;               /* serve_server_quiesce: new requests get 503 */
+  int listen_fd;               /* the listening socket, once quiesced (closed at the stop); -1 */
+  serve_metrics metrics;
 };
 
 static double now_ms(void) {
@@ -173,6 +183,9 @@ static void job_end(rx_server *s, job *j, int status, const char *error, const c
   job_finish(s, j, status, error, finish);
   s->stats.completed++;
   s->inflight--;
+  serve_metrics_tokens(&s->metrics, j->accepted ? (int64_t)j->count : 0,
+                       (int64_t)j->completion_tokens);
+  serve_metrics_e2e(&s->metrics, (now_ms() - j->arrive) / 1e3);
 }
 
 static void ignore(rx_status st) { rx_status_free(st); }
@@ -188,7 +201,15 @@ static bool job_on_token(void *user, int32_t id, const char *text, size_t len) {
   (void)id;
   token_cb *cb = user;
   job *j = cb->j;
+  double now = now_ms();
   pthread_mutex_lock(&cb->s->lock);
+  if (j->first_token == 0) {
+    j->first_token = now;
+    serve_metrics_ttft(&cb->s->metrics, (now - j->arrive) / 1e3);
+  } else {
+    serve_metrics_itl(&cb->s->metrics, (now - j->last_token) / 1e3);
+  }
+  j->last_token = now;
   bool go = !j->cancelled;
   if (go && len) {
     if (j->len + len + 1 > j->cap) {
@@ -350,6 +371,7 @@ static void *scheduler(void *arg) {
     int64_t kv_free = rx_llm_model_kv_free_tokens(s->m);
     int64_t seqs = rx_llm_model_sequences(s->m);
     pthread_mutex_lock(&s->lock);
+    s->bstats = bs;
     s->stats.pending = bs.waiting + bs.running;
     s->stats.kv_free_tokens = kv_free;
     s->stats.sequences = seqs;
@@ -381,6 +403,10 @@ typedef struct conn {
   size_t len;
   bool too_large;
   job *j;
+  /* for the metrics and the request log */
+  serve_endpoint ep;
+  char method[8];
+  double start; /* now_ms() when its headers came */
 } conn;
 
 /* A 4xx/5xx answer: {"error": {"message": ..., "type": ..., "param": ...}}. */
@@ -495,7 +521,8 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r
   j->params.sampling = r->sp;
   j->params.max_tokens = r->max_tokens;
   j->created = (long)time(NULL);
-  j->deadline = s->o.deadline_ms > 0 ? now_ms() + (double)s->o.deadline_ms : 0;
+  j->arrive = now_ms();
+  j->deadline = s->o.deadline_ms > 0 ? j->arrive + (double)s->o.deadline_ms : 0;
   pthread_mutex_lock(&s->lock);
   snprintf(j->id, sizeof j->id, "%s-%ld", chat ? "chatcmpl" : "cmpl", ++s->next_id);
   pthread_mutex_unlock(&s->lock);
@@ -655,8 +682,9 @@ static sock *sock_of(struct MHD_Connection *c) {
  * queue is full. */
 static bool enqueue(rx_server *s, struct MHD_Connection *c, job *j) {
   pthread_mutex_lock(&s->lock);
-  bool full = !s->stopping && s->inflight >= s->max_batch + s->o.max_queue;
-  if (s->stopping || full) {
+  bool closing = s->stopping || s->draining;
+  bool full = !closing && s->inflight >= s->max_batch + s->o.max_queue;
+  if (closing || full) {
     job_finish(s, j, 503, full ? "the queue is full" : "the server is stopping", NULL);
     j->refs--; /* the scheduler's, never taken */
     s->stats.refused_busy += full;
@@ -741,6 +769,60 @@ static enum MHD_Result handle_models(rx_server *s, struct MHD_Connection *c) {
   return send_json(c, 200, root);
 }
 
+/* GET /metrics: Prometheus' text format 0.0.4 (ops.c). */
+static enum MHD_Result handle_metrics(rx_server *s, struct MHD_Connection *c) {
+  pthread_mutex_lock(&s->lock);
+  int64_t pages = s->kv_capacity / RX_SERVE_KV_PAGE;
+  int64_t free_pages = s->stats.kv_free_tokens / RX_SERVE_KV_PAGE;
+  serve_gauges g = {.running = s->bstats.running,
+                    .waiting =
+                        s->bstats.waiting +
+                        (s->inflight - s->stats.pending > 0 ? s->inflight - s->stats.pending : 0),
+                    .kv_pages_used = pages - free_pages,
+                    .kv_pages_total = pages,
+                    .connections = s->stats.connections,
+                    .cancelled = s->stats.cancelled,
+                    .timed_out = s->stats.timed_out,
+                    .refused_busy = s->stats.refused_busy,
+                    .batcher = s->bstats};
+  pthread_mutex_unlock(&s->lock);
+  char *text = serve_metrics_text(&s->metrics, &g);
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+  enum MHD_Result ret = MHD_queue_response(c, 200, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+/* --api-key: a /v1 route without "Authorization: Bearer KEY" gets OpenAI's 401 answer. */
+static enum MHD_Result refuse_unauthorized(struct MHD_Connection *c) {
+  cJSON *body = error_object(401, NULL,
+                             "Incorrect API key provided: relaxc serve --api-key (or "
+                             "RELAXC_API_KEY) is set, and this request's 'Authorization: Bearer "
+                             "KEY' header does not match it");
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(body, "error"), "code",
+                            cJSON_CreateString("invalid_api_key"));
+  char *text = cJSON_PrintUnformatted(body);
+  cJSON_Delete(body);
+  if (!text) return MHD_NO;
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, "Content-Type", "application/json");
+  MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+  enum MHD_Result ret = MHD_queue_response(c, 401, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
                                       const char *method, const char *version, const char *upload,
                                       size_t *upload_size, void **con_cls) {
@@ -750,6 +832,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
   if (!cn) {
     if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
     *con_cls = cn;
+    cn->ep = serve_endpoint_of(url);
+    cn->start = now_ms();
+    snprintf(cn->method, sizeof cn->method, "%s", method);
+    /* refused before its body is read: the key's check never waits for an upload */
+    if (s->o.api_key && !strncmp(url, "/v1", 3) &&
+        !serve_auth_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                       s->o.api_key))
+      return refuse_unauthorized(c);
     return MHD_YES;
   }
   if (*upload_size) {
@@ -779,6 +869,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     return send_json(c, 200, cJSON_CreateObject());
   case RX_SERVE_MODELS:
     return handle_models(s, c);
+  case RX_SERVE_METRICS:
+    return handle_metrics(s, c);
   case RX_SERVE_COMPLETION:
     return handle_post(s, c, cn, false);
   case RX_SERVE_CHAT:
@@ -789,11 +881,46 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
 
 /* The request ended (answered, or the client left): a job not done is cancelled; the connection
  * may read its next request from now on. */
+/* The request's line of the log and its count in the metrics. */
+static void log_request(rx_server *s, struct MHD_Connection *c, const conn *cn,
+                        enum MHD_RequestTerminationCode why) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+  unsigned status = ci && ci->http_status ? ci->http_status : 499;
+  double now = now_ms();
+  serve_log_entry e = {.id = "-",
+                       .method = cn->method,
+                       .endpoint = cn->ep,
+                       .status = status,
+                       .prompt_tokens = -1,
+                       .ttft_ms = -1,
+                       .total_ms = now - cn->start};
+  char id[40];
+  if (cn->j) {
+    job *j = cn->j;
+    pthread_mutex_lock(&s->lock);
+    snprintf(id, sizeof id, "%s", j->id);
+    e.id = id;
+    e.prompt_tokens = (int64_t)j->count;
+    e.new_tokens = (int64_t)j->completion_tokens;
+    e.ttft_ms = j->first_token > 0 ? j->first_token - j->arrive : -1;
+    e.total_ms = now - j->arrive;
+    e.finish = j->timed_out                                 ? "timeout"
+               : j->cancelled && !j->finish                 ? "cancelled"
+               : j->error                                   ? "error"
+               : j->finish                                  ? j->finish
+               : why != MHD_REQUEST_TERMINATED_COMPLETED_OK ? "cancelled"
+                                                            : NULL;
+    pthread_mutex_unlock(&s->lock);
+  }
+  serve_metrics_request(&s->metrics, cn->ep, status);
+  serve_log_request(stderr, &e);
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode why) {
-  (void)why;
   rx_server *s = cls;
   conn *cn = *con_cls;
+  if (cn) log_request(s, c, cn, why);
   pthread_mutex_lock(&s->lock);
   sock *k = sock_of(c);
   if (k) {
@@ -930,6 +1057,8 @@ rx_status serve_server_start(rx_llm_model *m, const rx_server_options *o, rx_ser
   rx_server *s = calloc(1, sizeof *s);
   if (!s) return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
   s->o = opt;
+  s->listen_fd = -1;
+  serve_metrics_init(&s->metrics);
   s->max_batch = opt.max_batch;
   s->m = m;
   s->model_name = base_strdup(opt.model_name ? opt.model_name : "relaxc");
@@ -953,12 +1082,12 @@ rx_status serve_server_start(rx_llm_model *m, const rx_server_options *o, rx_ser
     unsigned pool =
         (unsigned)opt.max_connections < POOL_THREADS ? (unsigned)opt.max_connections : POOL_THREADS;
     s->d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL,
-        access_handler, s, MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, connection_event,
-        s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt.idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)opt.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        (unsigned)opt.max_connections_per_ip, MHD_OPTION_END);
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC, 0,
+        NULL, NULL, access_handler, s, MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_SOCK_ADDR,
+        &addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        connection_event, s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opt.idle_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)opt.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)opt.max_connections_per_ip, MHD_OPTION_END);
     if (!s->d)
       st = base_status_make(RX_ERR_IO, "cannot listen on %s:%d (in use, or not this machine's)",
                             host, opt.port);
@@ -979,6 +1108,7 @@ int64_t serve_server_max_batch(const rx_server *s) { return s->max_batch; }
 rx_server_stats serve_server_get_stats(rx_server *s) {
   pthread_mutex_lock(&s->lock);
   rx_server_stats st = s->stats;
+  st.inflight = s->inflight;
   pthread_mutex_unlock(&s->lock);
   return st;
 }
@@ -990,6 +1120,14 @@ static void end_thread(rx_server *s, bool *flag, pthread_cond_t *c, pthread_t t)
   pthread_cond_signal(c);
   pthread_mutex_unlock(&s->lock);
   pthread_join(t, NULL);
+}
+
+void serve_server_quiesce(rx_server *s) {
+  pthread_mutex_lock(&s->lock);
+  bool first = !s->draining;
+  s->draining = true;
+  pthread_mutex_unlock(&s->lock);
+  if (first && s->d) s->listen_fd = MHD_quiesce_daemon(s->d);
 }
 
 void serve_server_stop(rx_server *s) {
@@ -1006,11 +1144,14 @@ void serve_server_stop(rx_server *s) {
     nanosleep(&(struct timespec){0, 10000000}, NULL);
   }
   if (s->d) MHD_stop_daemon(s->d);
+  if (s->listen_fd >= 0)
+    close(s->listen_fd); /* after MHD_stop_daemon, as MHD_quiesce_daemon asks */
   if (s->watchdog_started) end_thread(s, &s->watchdog_stop, &s->tick, s->watchdog);
   rx_llm_batcher_free(s->b);
   pthread_cond_destroy(&s->tick);
   pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->lock);
+  serve_metrics_destroy(&s->metrics);
   free(s->model_name);
   free(s);
 }

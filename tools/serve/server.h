@@ -36,6 +36,8 @@ typedef struct rx_server_options {
   int max_connections;        /* connections at once (past it, new ones wait in the backlog) */
   int max_connections_per_ip; /* connections at once from one IPv4 address */
   int64_t max_queue;          /* requests waiting beyond the max_batch running ones */
+  const char *api_key; /* NULL: none; else every /v1 route needs "Authorization: Bearer KEY" (401
+                          otherwise); /health and /metrics stay open */
 } rx_server_options;
 
 /* What the scheduler last saw (read under the server's lock). */
@@ -48,6 +50,7 @@ typedef struct rx_server_stats {
   int64_t timed_out;      /* of those, ended by their deadline */
   int64_t refused_busy;   /* requests answered 503 because the queue was full */
   int64_t connections;    /* connections open now */
+  int64_t inflight;       /* requests queued or in the batcher, not ended */
 } rx_server_stats;
 
 /* Starts listening and the scheduler thread. The model must outlive the server, and nothing else
@@ -57,6 +60,9 @@ int serve_server_port(const rx_server *s);
 /* The requests that run at once: options.max_batch, or its default. */
 int64_t serve_server_max_batch(const rx_server *s);
 rx_server_stats serve_server_get_stats(rx_server *s);
+/* Graceful shutdown's first step: stops accepting connections, and requests that arrive on open
+ * ones get 503; those in flight go on (stats' inflight says how many are left). */
+void serve_server_quiesce(rx_server *s);
 /* Stops: requests in flight end with an error, connections close, threads are joined. NULL is
  * fine. */
 void serve_server_stop(rx_server *s);
