@@ -8,7 +8,8 @@ tests/serve/serve.cmake). Python's standard library only; the client script runs
 1. VENV (scripts/serve-venv.sh BUILD_DIR makes it from tests/serve/requirements.txt) must exist,
    else the test fails saying how to make it: never a silent pass.
 2. The artifact: the tiny Llama of tests/llm/models/kjv-llama with tests/chat/model's
-   tokenizer_config.json (its chat template), compiled for Vulkan (lavapipe in CI) once into
+   tokenizer_config.json (its chat template), compiled for Vulkan (lavapipe in CI) with decode
+   batches of up to 32 (serve's default --max-batch stays 8) once into
    DIR/kjv-chat.rxm and reused while it is newer than relaxc and its inputs (under a file lock, so
    tests that ctest runs side by side compile it once).
 3. `PREFIX RELAXC serve DIR/kjv-chat.rxm --port 0 --model-name kjv SERVE_FLAGS...` (PREFIX: the
@@ -39,6 +40,7 @@ import urllib.request
 
 MODEL_FILES = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json"]
 MODEL_NAME = "kjv"
+MAX_BATCH = 32  # the artifact's decode batch: serve's --max-batch may go up to it (the load test)
 
 
 def fail(msg, log=None):
@@ -58,7 +60,7 @@ def artifact(relaxc_cmd, tests, work):
     src.append(os.path.join(tests, "chat", "model", "tokenizer_config.json"))
     with open(os.path.join(work, "kjv-chat.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        newest = max(os.path.getmtime(p) for p in src + [relaxc_cmd[-1]])
+        newest = max(os.path.getmtime(p) for p in src + [relaxc_cmd[-1], __file__])
         if os.path.exists(out) and os.path.getmtime(out) >= newest:
             return out
         folder = os.path.join(work, "kjv-chat")
@@ -67,7 +69,8 @@ def artifact(relaxc_cmd, tests, work):
         for p in src:
             shutil.copy(p, folder)
         tmp = out + ".tmp"
-        r = subprocess.run(relaxc_cmd + ["compile", folder, "--target", "vulkan", "-o", tmp],
+        r = subprocess.run(relaxc_cmd + ["compile", folder, "--target", "vulkan", "--max-batch",
+                            str(MAX_BATCH), "-o", tmp],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=600)
         if r.returncode:

@@ -43,3 +43,8 @@ endfunction()
 rx_serve_client_test(serve.harness_fails client_selftest_fails.py)
 set_tests_properties(serve.harness_fails PROPERTIES PASS_REGULAR_EXPRESSION
                      "FAILED: client script client_selftest_fails.py failed with exit status 3")
+
+# relaxc serve's operations (--api-key, /metrics, timeouts, shutdown, the request log) and its basic
+# API (completions, chat, streaming, errors) through the openai client; the script starts two more
+# servers of its own for the timeouts and the shutdowns
+rx_serve_client_test(serve.client_ops client_ops.py --api-key relaxc-test-key-0123456789)
