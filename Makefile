@@ -21,9 +21,10 @@ demo: build
 	@bash scripts/demo.sh $(BUILD)
 
 # scripts/serve-venv.sh: the openai client's virtual environment for relaxc serve's client tests
-# (tests/serve), from PyPI, made once and kept while tests/serve/requirements.txt is unchanged
+# (tests/serve), from PyPI, made once and kept while tests/serve/requirements.txt is unchanged;
+# when it cannot be made (no network) the other tests still run, and those fail saying how to make it
 test: build
-	@bash scripts/serve-venv.sh $(BUILD)
+	@bash scripts/serve-venv.sh $(BUILD) || true
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # the tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build (the kernel sweeps at
@@ -31,7 +32,7 @@ test: build
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRX_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	@bash scripts/serve-venv.sh build-asan
+	@bash scripts/serve-venv.sh build-asan || true
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  RX_KERNEL_SIZES=1,7,33 RX_LLM_QUICK=1 ctest --output-on-failure -j $(JOBS)
 

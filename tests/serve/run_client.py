@@ -21,7 +21,7 @@ tests/serve/serve.cmake). Python's standard library only; the client script runs
    RX_SERVE_ARTIFACT and RX_SERVE_RELAXC (the command line of relaxc as JSON, prefix included: a
    script may run `relaxc generate` on the artifact for its reference answers).
 5. SIGTERM to the server (unless the script already stopped it); it must exit 0 within
-   --shutdown-wait seconds. The test fails when the script exits non-zero ("client script ...
+   --shutdown-wait seconds, its log ending with "pages free: N/N" (every KV page back). The test fails when the script exits non-zero ("client script ...
    failed with exit status N"), when the server does not start, crashes or does not stop.
 """
 import argparse
@@ -117,6 +117,11 @@ def stop(proc, log, wait_s):
         fail(f"relaxc serve did not exit within {wait_s} s of SIGTERM", log)
     if rc != 0:
         fail(f"relaxc serve exited with status {rc} (want 0) after SIGTERM", log)
+    with open(log, errors="replace") as f:
+        m = re.search(r"pages free: (\d+)/(\d+)", f.read())
+    if not m or m.group(1) != m.group(2):
+        fail("relaxc serve's last line is not 'pages free: N/N' (every KV page back): "
+             + (m.group(0) if m else "no such line"), log)
 
 
 def main():

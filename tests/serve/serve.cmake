@@ -48,3 +48,8 @@ set_tests_properties(serve.harness_fails PROPERTIES PASS_REGULAR_EXPRESSION
 # API (completions, chat, streaming, errors) through the openai client; the script starts two more
 # servers of its own for the timeouts and the shutdowns
 rx_serve_client_test(serve.client_ops client_ops.py --api-key relaxc-test-key-0123456789)
+
+# The load test: 256 concurrent streaming clients, some leaving mid-stream; every staying one gets
+# its single-run answer, and every KV page is free at the end. Label "load": CI may shard it off.
+rx_serve_client_test(serve.load client_load.py --max-batch 32 --max-queue 512 --max-connections 600
+                     --max-connections-per-ip 600 LABELS load TIMEOUT 300)
