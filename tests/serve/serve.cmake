@@ -53,3 +53,6 @@ rx_serve_client_test(serve.client_ops client_ops.py --api-key relaxc-test-key-01
 # its single-run answer, and every KV page is free at the end. Label "load": CI may shard it off.
 rx_serve_client_test(serve.load client_load.py --max-batch 32 --max-queue 512 --max-connections 600
                      --max-connections-per-ip 600 LABELS load TIMEOUT 300)
+# seconds they take on lavapipe (ctest starts the longest first; tests/CMakeLists.txt's COST list)
+set_tests_properties(serve.load PROPERTIES COST 60)
+set_tests_properties(serve.client_ops PROPERTIES COST 25)
