@@ -23,6 +23,7 @@ started with --api-key). Checked against independent expectations:
   --shutdown-timeout 1 a long request is cancelled (an error event) and the server exits 0 with
   every page free.
 Prints each check; exits 1 if any failed."""
+import atexit
 import json
 import os
 import re
@@ -141,7 +142,8 @@ def m(ms, name, **labels):
 
 
 class Server:
-    """`relaxc serve ARTIFACT --port 0 FLAGS`, stderr into a file next to the harness's log."""
+    """`relaxc serve ARTIFACT --port 0 FLAGS`, stderr into a file next to the harness's log; killed
+    at exit if a failed check left it running."""
 
     def __init__(self, tag, flags):
         self.log = f"{LOG[:-4]}.{tag}.log" if LOG.endswith(".log") else f"{LOG}.{tag}"
@@ -149,6 +151,7 @@ class Server:
             self.proc = subprocess.Popen(RELAXC + ["serve", ARTIFACT, "--port", "0",
                                                    "--model-name", MODEL] + flags,
                                          stdout=subprocess.DEVNULL, stderr=f)
+        atexit.register(lambda p=self.proc: p.poll() is None and (p.kill(), p.wait()))
         deadline, port = time.time() + 120, None
         while time.time() < deadline and self.proc.poll() is None:
             m_ = re.search(r"http://[0-9.]+:(\d+)/v1", self.text())
