@@ -1,0 +1,53 @@
+/* run_artifact: loads a compiled model and runs one of its functions through the runtime's public
+ * API alone (docs/install.md). Every parameter gets an f32 tensor of N elements holding 0, 0.5,
+ * 1, ...; the result, an f32 tensor, is printed. RX_DEVICE names the device (default: vulkan).
+ *   relaxc compile model.rx --target vulkan -o model.rxm && run_artifact model.rxm main 7 */
+#include <relaxc/runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(call)                                                                                  \
+  do {                                                                                             \
+    rx_status s_ = (call);                                                                         \
+    if (s_) return fprintf(stderr, "run_artifact: %s\n", rx_status_message(s_)), 1;                \
+  } while (0)
+
+int main(int argc, char **argv) {
+  if (argc != 4) return fprintf(stderr, "usage: run_artifact MODEL.rxm FUNCTION N\n"), 2;
+  int64_t n = atoll(argv[3]);
+  const char *spec = getenv("RX_DEVICE") ? getenv("RX_DEVICE") : "vulkan";
+  rx_rt_device *dev = NULL;
+  rx_rt_artifact *model = NULL;
+  TRY(rx_rt_device_open(spec, NULL, &dev));
+  TRY(rx_rt_artifact_load(dev, argv[1], &model));
+  size_t fn = 0, nparams = 0;
+  while (fn < rx_rt_artifact_function_count(model) &&
+         strcmp(rx_rt_artifact_function_name(model, fn), argv[2]))
+    fn++;
+  nparams = rx_rt_artifact_function_param_count(model, fn); /* 0 for no such function */
+  if (nparams > 8) return fprintf(stderr, "run_artifact: %s: over 8 parameters\n", argv[2]), 1;
+  float *data = calloc((size_t)n + 1, sizeof *data);
+  rx_rt_tensor *in[8] = {NULL};
+  for (int64_t i = 0; i < n; i++) data[i] = 0.5f * (float)i;
+  for (size_t p = 0; p < nparams; p++)
+    TRY(rx_rt_tensor_from_host(dev, RX_DTYPE_F32, 1, &n, data, &in[p]));
+  rx_rt_value *result = NULL;
+  TRY(rx_rt_vm_call(model, argv[2], in, nparams, &result));
+  rx_rt_tensor *out = rx_rt_value_tensor(result);
+  if (!out || rx_rt_tensor_dtype(out) != RX_DTYPE_F32)
+    return fprintf(stderr, "run_artifact: %s does not return an f32 tensor\n", argv[2]), 1;
+  size_t count = rx_rt_tensor_bytes(out) / sizeof(float);
+  float *y = malloc(count * sizeof *y + 1);
+  TRY(rx_rt_tensor_read(out, y, count * sizeof *y));
+  printf("%s(%s) on %s, relaxc %s:", argv[2], argv[3], spec, rx_version_string());
+  for (size_t i = 0; i < count; i++) printf(" %.9g", y[i]);
+  printf("\n");
+  for (size_t p = 0; p < nparams; p++) rx_rt_tensor_release(in[p]);
+  rx_rt_value_release(result);
+  rx_rt_artifact_release(model);
+  rx_rt_device_release(dev);
+  free(data), free(y);
+  return 0;
+}
