@@ -22,32 +22,28 @@ int main(int argc, char **argv) {
   rx_rt_artifact *model = NULL;
   TRY(rx_rt_device_open(spec, NULL, &dev));
   TRY(rx_rt_artifact_load(dev, argv[1], &model));
-  size_t fn = 0, nparams = 0;
+  size_t fn = 0, np; /* the function's index, then its parameter count (0: no such function) */
   while (fn < rx_rt_artifact_function_count(model) &&
          strcmp(rx_rt_artifact_function_name(model, fn), argv[2]))
     fn++;
-  nparams = rx_rt_artifact_function_param_count(model, fn); /* 0 for no such function */
-  if (nparams > 8) return fprintf(stderr, "run_artifact: %s: over 8 parameters\n", argv[2]), 1;
-  float *data = calloc((size_t)n + 1, sizeof *data);
-  rx_rt_tensor *in[8] = {NULL};
-  for (int64_t i = 0; i < n; i++) data[i] = 0.5f * (float)i;
-  for (size_t p = 0; p < nparams; p++)
-    TRY(rx_rt_tensor_from_host(dev, RX_DTYPE_F32, 1, &n, data, &in[p]));
+  np = rx_rt_artifact_function_param_count(model, fn);
+  float *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y);
+  rx_rt_tensor **in = calloc(np + 1, sizeof *in);
+  for (int64_t i = 0; i < n; i++) x[i] = 0.5f * (float)i;
+  for (size_t p = 0; p < np; p++) TRY(rx_rt_tensor_from_host(dev, RX_DTYPE_F32, 1, &n, x, &in[p]));
   rx_rt_value *result = NULL;
-  TRY(rx_rt_vm_call(model, argv[2], in, nparams, &result));
+  TRY(rx_rt_vm_call(model, argv[2], in, np, &result));
   rx_rt_tensor *out = rx_rt_value_tensor(result);
-  if (!out || rx_rt_tensor_dtype(out) != RX_DTYPE_F32)
-    return fprintf(stderr, "run_artifact: %s does not return an f32 tensor\n", argv[2]), 1;
-  size_t count = rx_rt_tensor_bytes(out) / sizeof(float);
-  float *y = malloc(count * sizeof *y + 1);
-  TRY(rx_rt_tensor_read(out, y, count * sizeof *y));
+  if (!out || rx_rt_tensor_dtype(out) != RX_DTYPE_F32 || rx_rt_tensor_bytes(out) > n * sizeof *y)
+    return fprintf(stderr, "run_artifact: %s does not return f32[<= %s]\n", argv[2], argv[3]), 1;
+  TRY(rx_rt_tensor_read(out, y, rx_rt_tensor_bytes(out)));
   printf("%s(%s) on %s, relaxc %s:", argv[2], argv[3], spec, rx_version_string());
-  for (size_t i = 0; i < count; i++) printf(" %.9g", y[i]);
+  for (size_t i = 0; i < rx_rt_tensor_bytes(out) / sizeof *y; i++) printf(" %.9g", y[i]);
   printf("\n");
-  for (size_t p = 0; p < nparams; p++) rx_rt_tensor_release(in[p]);
+  for (size_t p = 0; p < np; p++) rx_rt_tensor_release(in[p]);
   rx_rt_value_release(result);
   rx_rt_artifact_release(model);
   rx_rt_device_release(dev);
-  free(data), free(y);
+  free(x), free(y), free(in);
   return 0;
 }
