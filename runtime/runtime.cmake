@@ -2,7 +2,7 @@
 # Included by the top-level CMakeLists.txt. The runtime builds alone: it uses base/ (compiled
 # again into it, since relaxc_core is the compiler's) and nothing else of the compiler.
 #
-# Needs (Debian): libcjson-dev (kernels.json), libvulkan-dev (Vulkan headers only; the loader is
+# Needs (Debian): libcjson-dev (kernels.json; or RX_VENDORED_CJSON, below), libvulkan-dev (Vulkan headers only; the loader is
 # opened at run time). Tests also use glslang-tools (glslangValidator), and run on lavapipe
 # (mesa-vulkan-drivers, libvulkan1) under the Khronos validation layer (vulkan-validationlayers).
 # Metal sources are linked in on Apple platforms only (elsewhere compiled against a stub, below).
