@@ -138,7 +138,7 @@ done
 # ---- the compiler's library: parse and check a module ----
 printf 'graph_fn main(x: f32[n], y: f32[n]) -> f32[n] {\n  a = multiply(x, y)\n  b = add(a, x)\n  return b\n}\n' >"$T/model.rx"
 if [ -z "$RUNTIME_ONLY" ]; then
-  for exe in "$T/consumer/check_module" "$T/check_module_pc"; do
+  for exe in "$T/consumer/check_module" "$T/consumer/check_module_static" "$T/check_module_pc"; do
     run "$exe" "$T/model.rx" >"$T/out" 2>&1 || { cat "$T/out" >&2; fail "$exe model.rx"; }
     grep -q "multiply(x, y)" "$T/out" || { cat "$T/out" >&2; fail "$exe: no module printed"; }
     printf 'graph_fn main(x: f32[n]) -> f32[n] {\n  return q\n}\n' >"$T/bad.rx"
