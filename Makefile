@@ -2,11 +2,16 @@
 #   make demo   install what is missing, build, run the bundled example
 #   make test   install what is missing, build, run the whole test suite through ctest
 #   make check-house  build, then scripts/check-house.py: floors (includes and links), functions
+#   make install PREFIX=/opt/relaxc   build, then cmake --install (docs/install.md)
+#   make install-runtime PREFIX=... BACKENDS=vulkan   the runtime alone, one backend, installed
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
+BACKENDS ?= all
 
-.PHONY: all deps build demo test asan fuzz matrix clean format check-format check-house
+.PHONY: all deps build demo test asan fuzz matrix clean format check-format check-house install \
+	install-runtime
 
 all: build
 
@@ -56,5 +61,18 @@ check-format:
 check-house: build
 	@python3 scripts/check-house.py layering functions link $(BUILD)
 
+# cmake --install of the whole project (the CLI, headers, libraries, CMake and pkg-config files)
+install:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+# the runtime alone for apps (-DRX_RUNTIME_ONLY=ON), with BACKENDS (all, vulkan, cuda or metal)
+install-runtime:
+	@cmake -S . -B build-runtime-$(BACKENDS) -DCMAKE_BUILD_TYPE=Release -DRX_RUNTIME_ONLY=ON \
+	  -DRX_BACKENDS=$(BACKENDS) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build-runtime-$(BACKENDS) -j $(JOBS)
+	@cmake --install build-runtime-$(BACKENDS) --prefix $(PREFIX)
+
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-fuzz build-runtime-*

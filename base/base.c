@@ -306,6 +306,8 @@ rx_status base_status_make(rx_status_code code, const char *fmt, ...) {
 }
 rx_status_code rx_status_code_of(rx_status s) { return s ? s->code : RX_OK; }
 const char *rx_status_message(rx_status s) { return s ? s->msg : ""; }
+
+const char *rx_version_string(void) { return RELAXC_VERSION; }
 void rx_status_free(rx_status s) {
   if (!s) return;
   free(s->msg);

@@ -6,12 +6,21 @@
 
 #include <string.h>
 
+/* cuBLASLt goes with the CUDA backend: a runtime built without it (RX_RT_NO_CUDA) leaves it out,
+ * and an artifact that names it fails at load like any unknown extern */
+#ifndef RX_RT_NO_CUDA
+#define RX_BUILTINS_CUDA(X)                                                                        \
+  X("rx_cublaslt_matmul", rt_cublaslt_builtin_matmul, true) /* RX_DISPATCH_CUBLASLT_MATMUL */
+#else
+#define RX_BUILTINS_CUDA(X)
+#endif
+
 /* X(name, function, returning) */
 #define RX_BUILTINS(X)                                                                             \
   X("rx_kv_create", llm_kv_builtin_create, true)                                                   \
   X("rx_kv_extend", llm_kv_builtin_extend, true)                                                   \
   X("rx_kv_pages", llm_kv_builtin_pages, true)                                                     \
-  X("rx_cublaslt_matmul", rt_cublaslt_builtin_matmul, true) /* RX_DISPATCH_CUBLASLT_MATMUL */
+  RX_BUILTINS_CUDA(X)
 
 static const vm_extern builtins[] = {
 #define RX_BUILTIN_ENTRY_(n, f, r) {n, f, r},

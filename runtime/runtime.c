@@ -63,15 +63,27 @@ void *rt_dlopen_first(const char *const *names, size_t n, char *why, size_t why_
 /* ---- backends ---- */
 /* The backends, listed once: X(ENUM, name, device interface or NULL where it is not built here).
  * The names are rx_rt_backend_name's and the device specs' ("cuda:1"); metal/metal.c is linked
- * in on Apple platforms only (runtime/device.h). */
-#ifdef __APPLE__
+ * in on Apple platforms only (runtime/device.h). A runtime built for apps with one backend
+ * (RX_BACKENDS in runtime/runtime.cmake, docs/install.md) defines RX_RT_NO_VULKAN, RX_RT_NO_CUDA
+ * or RX_RT_NO_METAL for those left out. */
+#if defined(__APPLE__) && !defined(RX_RT_NO_METAL)
 #define RT_METAL_BACKEND (&rt_metal_backend)
 #else
 #define RT_METAL_BACKEND NULL
 #endif
+#ifndef RX_RT_NO_VULKAN
+#define RT_VULKAN_BACKEND (&rt_vulkan_backend)
+#else
+#define RT_VULKAN_BACKEND NULL
+#endif
+#ifndef RX_RT_NO_CUDA
+#define RT_CUDA_BACKEND (&rt_cuda_backend)
+#else
+#define RT_CUDA_BACKEND NULL
+#endif
 #define RT_BACKENDS(X)                                                                             \
-  X(VULKAN, "vulkan", &rt_vulkan_backend)                                                          \
-  X(CUDA, "cuda", &rt_cuda_backend)                                                                \
+  X(VULKAN, "vulkan", RT_VULKAN_BACKEND)                                                           \
+  X(CUDA, "cuda", RT_CUDA_BACKEND)                                                                 \
   X(METAL, "metal", RT_METAL_BACKEND)                                                              \
   X(NULL, "null", &rt_null_backend)
 
@@ -100,9 +112,16 @@ const char *rx_rt_backend_name(rx_rt_backend b) {
 rx_status rx_rt_backend_check(rx_rt_backend b) {
   const rt_backend *be = backend_of(b);
   if (!be) {
+#ifndef __APPLE__
     if (b == RX_RT_BACKEND_METAL)
       return base_status_make(RX_ERR_UNSUPPORTED, "metal: the Metal backend exists on Apple "
                                                   "platforms only");
+#endif
+    if ((unsigned)b < RX_RT_BACKEND_COUNT)
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "%s: this relaxc runtime was built without the %s backend "
+                              "(RX_BACKENDS, docs/install.md)",
+                              backends[b].name, backends[b].name);
     return base_status_make(RX_ERR_INVALID, "unknown backend %d", (int)b);
   }
   return be->check();

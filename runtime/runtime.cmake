@@ -2,20 +2,65 @@
 # Included by the top-level CMakeLists.txt. The runtime builds alone: it uses base/ (compiled
 # again into it, since relaxc_core is the compiler's) and nothing else of the compiler.
 #
-# Needs (Debian): libcjson-dev (kernels.json), libvulkan-dev (Vulkan headers only; the loader is
+# Needs (Debian): libcjson-dev (kernels.json; or RX_VENDORED_CJSON, below), libvulkan-dev (Vulkan headers only; the loader is
 # opened at run time). Tests also use glslang-tools (glslangValidator), and run on lavapipe
 # (mesa-vulkan-drivers, libvulkan1) under the Khronos validation layer (vulkan-validationlayers).
 # Metal sources are linked in on Apple platforms only (elsewhere compiled against a stub, below).
 
-find_path(RX_CJSON_INCLUDE_DIR cjson/cJSON.h)
-find_library(RX_CJSON_LIBRARY cjson)
-find_path(RX_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
-find_package(Threads REQUIRED)
-if(NOT RX_CJSON_INCLUDE_DIR OR NOT RX_CJSON_LIBRARY)
-  message(FATAL_ERROR "relaxc runtime: cJSON not found (Debian: apt-get install libcjson-dev)")
+#
+# The backends (docs/install.md): RX_BACKENDS=all (default: Vulkan and CUDA, and Metal on Apple
+# platforms) or one of vulkan, cuda, metal, for a runtime built for an app with the one its
+# devices have (RX_RUNTIME_ONLY=ON in the top-level CMakeLists.txt). The null backend is always in.
+# RX_VENDORED_CJSON (default: on with RX_RUNTIME_ONLY) compiles third_party/cjson into the runtime
+# instead of linking the system's libcjson, so that it needs nothing beyond libc, libm, pthreads
+# and the driver it opens at run time (third_party/cjson/README.md).
+set(RX_BACKENDS "all" CACHE STRING "the runtime's backends: all, vulkan, cuda or metal")
+set_property(CACHE RX_BACKENDS PROPERTY STRINGS all vulkan cuda metal)
+if(NOT RX_BACKENDS MATCHES "^(all|vulkan|cuda|metal)$")
+  message(FATAL_ERROR "relaxc runtime: RX_BACKENDS='${RX_BACKENDS}': expected all, vulkan, cuda "
+                      "or metal")
 endif()
-if(NOT RX_VULKAN_INCLUDE_DIR)
-  message(FATAL_ERROR "relaxc runtime: Vulkan headers not found (Debian: apt-get install libvulkan-dev)")
+if(RX_BACKENDS STREQUAL "metal" AND NOT APPLE)
+  message(FATAL_ERROR "relaxc runtime: RX_BACKENDS=metal needs an Apple platform (the Metal "
+                      "backend is linked on Apple platforms only)")
+endif()
+if(NOT RX_RUNTIME_ONLY AND NOT RX_BACKENDS STREQUAL "all")
+  message(FATAL_ERROR "relaxc runtime: RX_BACKENDS=${RX_BACKENDS} needs -DRX_RUNTIME_ONLY=ON (the "
+                      "compiler, the command line and the tests use every backend)")
+endif()
+set(RX_RT_WITH_VULKAN OFF)
+set(RX_RT_WITH_CUDA OFF)
+set(RX_RT_WITH_METAL OFF)
+if(RX_BACKENDS STREQUAL "all")
+  set(RX_RT_WITH_VULKAN ON)
+  set(RX_RT_WITH_CUDA ON)
+  if(APPLE)
+    set(RX_RT_WITH_METAL ON)
+  endif()
+else()
+  string(TOUPPER ${RX_BACKENDS} rx_be)
+  set(RX_RT_WITH_${rx_be} ON)
+endif()
+option(RX_VENDORED_CJSON "Compile third_party/cjson into the runtime (no system libcjson)"
+       ${RX_RUNTIME_ONLY})
+
+find_package(Threads REQUIRED)
+if(RX_VENDORED_CJSON)
+  set(RX_CJSON_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../third_party/cjson)
+  set(RX_CJSON_LIBRARY "")
+else()
+  find_path(RX_CJSON_INCLUDE_DIR cjson/cJSON.h)
+  find_library(RX_CJSON_LIBRARY cjson)
+  if(NOT RX_CJSON_INCLUDE_DIR OR NOT RX_CJSON_LIBRARY)
+    message(FATAL_ERROR "relaxc runtime: cJSON not found (Debian: apt-get install libcjson-dev; "
+                        "or -DRX_VENDORED_CJSON=ON)")
+  endif()
+endif()
+if(RX_RT_WITH_VULKAN OR NOT RX_RUNTIME_ONLY)
+  find_path(RX_VULKAN_INCLUDE_DIR vulkan/vulkan.h)
+  if(NOT RX_VULKAN_INCLUDE_DIR)
+    message(FATAL_ERROR "relaxc runtime: Vulkan headers not found (Debian: apt-get install libvulkan-dev)")
+  endif()
 endif()
 
 set(RX_RUNTIME_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -32,9 +77,6 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/replay.c
   ${RX_RUNTIME_DIR}/externs.c
   ${RX_RUNTIME_DIR}/weights.c
-  ${RX_RUNTIME_DIR}/vulkan/vulkan.c
-  ${RX_RUNTIME_DIR}/cuda/cuda.c
-  ${RX_RUNTIME_DIR}/cuda/cublaslt.c
   ${RX_RUNTIME_DIR}/null/null.c
   ${RX_RUNTIME_ROOT}/base/base.c
   ${RX_RUNTIME_ROOT}/base/crc32.c       # the sections' CRC-32 (runtime/artifact.c)
@@ -43,17 +85,45 @@ set(RX_RUNTIME_SOURCES
 # runtime/llm/: the KV cache, tokenizer, sampler and generation loop (relaxc/llm.h)
 file(GLOB RX_RUNTIME_LLM_SOURCES CONFIGURE_DEPENDS ${RX_RUNTIME_DIR}/llm/*.c)
 list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_LLM_SOURCES})
-if(APPLE)
+set(RX_RT_NO_BACKENDS) # the RX_RT_NO_* of the backends left out (runtime/runtime.c)
+if(RX_RT_WITH_VULKAN)
+  list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_DIR}/vulkan/vulkan.c)
+else()
+  list(APPEND RX_RT_NO_BACKENDS RX_RT_NO_VULKAN)
+endif()
+if(RX_RT_WITH_CUDA)
+  list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_DIR}/cuda/cuda.c ${RX_RUNTIME_DIR}/cuda/cublaslt.c)
+else()
+  list(APPEND RX_RT_NO_BACKENDS RX_RT_NO_CUDA)
+endif()
+if(RX_RT_WITH_METAL)
   # Metal: C over the Objective-C runtime (objc_msgSend); on Linux only compiled (rt_metal_compile).
   list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_DIR}/metal/metal.c)
+else()
+  list(APPEND RX_RT_NO_BACKENDS RX_RT_NO_METAL)
 endif()
+if(RX_VENDORED_CJSON)
+  list(APPEND RX_RUNTIME_SOURCES ${RX_RUNTIME_ROOT}/third_party/cjson/cjson/cJSON.c)
+  # upstream's code, not built to the house's warning flags
+  set_source_files_properties(${RX_RUNTIME_ROOT}/third_party/cjson/cjson/cJSON.c PROPERTIES
+                              COMPILE_OPTIONS "-w")
+endif()
+if(RX_VENDORED_CJSON)
+  set(rx_cjson_from "third_party/cjson")
+else()
+  set(rx_cjson_from "${RX_CJSON_LIBRARY}")
+endif()
+message(STATUS "relaxc runtime: backends ${RX_BACKENDS} (vulkan ${RX_RT_WITH_VULKAN}, cuda "
+               "${RX_RT_WITH_CUDA}, metal ${RX_RT_WITH_METAL}), cJSON from ${rx_cjson_from}")
 
 add_library(relaxc_runtime STATIC ${RX_RUNTIME_SOURCES})
+# the headers from the source tree when built here, from <prefix>/include when installed
 target_include_directories(relaxc_runtime
-  PUBLIC ${RX_RUNTIME_ROOT}/include
+  PUBLIC $<BUILD_INTERFACE:${RX_RUNTIME_ROOT}/include> $<INSTALL_INTERFACE:include>
   PRIVATE ${RX_RUNTIME_ROOT} ${RX_CJSON_INCLUDE_DIR} ${RX_VULKAN_INCLUDE_DIR})
+target_compile_definitions(relaxc_runtime PRIVATE ${RX_RT_NO_BACKENDS})
 target_link_libraries(relaxc_runtime PUBLIC ${RX_CJSON_LIBRARY} ${CMAKE_DL_LIBS} Threads::Threads m) # m: floor, exp, ...
-if(APPLE)
+if(RX_RT_WITH_METAL)
   target_link_libraries(relaxc_runtime PUBLIC "-framework Metal" "-framework Foundation" objc)
 endif()
 # Only what relaxc/*.h declares (RX_API) is visible outside a shared library; position-independent
@@ -62,20 +132,25 @@ set_target_properties(relaxc_runtime PROPERTIES C_VISIBILITY_PRESET hidden
                       POSITION_INDEPENDENT_CODE ON)
 # librelaxc_runtime.so: the runtime alone as a shared library (relaxc/runtime.h, llm.h,
 # autobatch.h, types.h), from relaxc_runtime's objects; the tools and tests link the static one
+# SONAME librelaxc_runtime.so.MAJOR, file librelaxc_runtime.so.MAJOR.MINOR.PATCH (the version of
+# relaxc/types.h); installed as relaxc::runtime (cmake/install.cmake)
 add_library(relaxc_runtime_shared SHARED $<TARGET_OBJECTS:relaxc_runtime>)
-set_target_properties(relaxc_runtime_shared PROPERTIES OUTPUT_NAME relaxc_runtime)
+set_target_properties(relaxc_runtime_shared PROPERTIES OUTPUT_NAME relaxc_runtime
+                      VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR})
+target_include_directories(relaxc_runtime_shared INTERFACE
+                           $<BUILD_INTERFACE:${RX_RUNTIME_ROOT}/include> $<INSTALL_INTERFACE:include>)
 target_link_libraries(relaxc_runtime_shared PRIVATE ${RX_CJSON_LIBRARY} ${CMAKE_DL_LIBS}
                       Threads::Threads m)
 if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND NOT RX_SANITIZE AND NOT RX_FUZZ)
   target_link_options(relaxc_runtime_shared PRIVATE -Wl,--no-undefined) # everything resolved
 endif()
-if(APPLE)
+if(RX_RT_WITH_METAL)
   target_link_libraries(relaxc_runtime_shared PRIVATE "-framework Metal" "-framework Foundation"
                         objc)
 endif()
 
-# ---- tests ----
-if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
+# ---- tests (not in the runtime built alone: they use every backend and the compiler's tools) ----
+if((BUILD_TESTING OR NOT DEFINED BUILD_TESTING) AND NOT RX_RUNTIME_ONLY)
   set(RX_RT_TEST_DIR ${RX_RUNTIME_ROOT}/tests/runtime)
   find_program(RX_GLSLANG glslangValidator)
 

@@ -14,7 +14,8 @@ PACKAGES=(
                  # without recommends)
   make
   cmake          # >= 3.20
-  pkgconf        # pkg-config: shaderc's version for the kernel cache's key (targets/targets.cmake)
+  pkgconf        # pkg-config: shaderc's version for the kernel cache's key (targets/targets.cmake);
+                 # tests/install builds against the installed relaxc-runtime.pc and relaxc.pc
   python3        # runs LLVM lit
   python3-venv   # python3 -m venv: scripts/serve-venv.sh makes the openai client's environment
                  # of relaxc serve's client tests (tests/serve; pip fills it from PyPI)
@@ -40,8 +41,9 @@ PACKAGES=(
   libonnx-testdata    # the ONNX backend node tests: tests/onnx/node_suite.c runs them (ctest onnx_nodes)
   curl           # tests/docs/readme_examples.py runs the README's `relaxc serve` example with it
   git            # make format and CI's format check list the sources with git ls-files
-  binutils       # nm: tests/tools/exported_symbols.py lists the libraries' symbols (gcc pulls it
-                 # in; named because the test runs it)
+  binutils       # nm: tests/tools/exported_symbols.py lists the libraries' symbols; readelf:
+                 # tests/install reads SONAMEs and NEEDED (gcc pulls it in; named because the
+                 # tests run them)
   clang-format   # make format, and CI's check that the tree is formatted (.clang-format)
   mawk           # awk for deps.sh --check (priority required, so present on any Debian; named
                  # because the check runs it)

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define RELAXC_VERSION "0.1.0"
+/* RELAXC_VERSION: relaxc/types.h */
 
 /* ---- opaque handles (the same structs as the compiler's internal headers) ---- */
 typedef struct rx_module rx_module;           /* a compilation unit */

@@ -7,6 +7,19 @@
 extern "C" {
 #endif
 
+/* ---- the version, in this one place: CMakeLists.txt reads it (project VERSION, the shared
+ * libraries' SONAME librelaxc*.so.MAJOR, the package files), `relaxc --version` prints it and
+ * artifacts record it. A program can compare the header it was built with against the library it
+ * runs on through rx_version_string() (below). ---- */
+#define RELAXC_VERSION_MAJOR 0
+#define RELAXC_VERSION_MINOR 1
+#define RELAXC_VERSION_PATCH 0
+#define RX_VERSION_STR_(x)   #x
+#define RX_VERSION_STR(x)    RX_VERSION_STR_(x)
+#define RELAXC_VERSION                                                                             \
+  RX_VERSION_STR(RELAXC_VERSION_MAJOR)                                                             \
+  "." RX_VERSION_STR(RELAXC_VERSION_MINOR) "." RX_VERSION_STR(RELAXC_VERSION_PATCH)
+
 /* ---- RX_API: on every function of the public headers. The library sources build with
  * -fvisibility=hidden, so the shared libraries (librelaxc.so, librelaxc_runtime.so) export these
  * and nothing else (test tools.exported_symbols). Define it before including to override. ---- */
@@ -35,6 +48,9 @@ typedef struct rx_status_s *rx_status; /* NULL: OK */
 RX_API rx_status_code rx_status_code_of(rx_status s);
 RX_API const char *rx_status_message(rx_status s); /* "" for OK */
 RX_API void rx_status_free(rx_status s);
+
+/* the library's version, RELAXC_VERSION of the headers it was built with ("0.1.0") */
+RX_API const char *rx_version_string(void);
 
 /* ---- dtypes: listed once; X(ENUM, text name, bits, is_float, is_signed). Their numbers are
  * stored in artifacts (docs/artifact.md) and used by the C APIs: new ones go at the end. ---- */
