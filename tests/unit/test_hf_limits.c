@@ -288,19 +288,34 @@ static void gguf_description(void) {
   const kv qcap[] = {ARCH_KVS("qwen3", 6), {"qwen3.attn_logit_softcapping", T_F32, 5, NULL}};
   expect(read_config(qcap, RX_ARRAY_LEN(qcap), &c),
          "'qwen3.attn_logit_softcapping' 5 is not supported", "qwen3 soft-cap");
+  const kv qexp[] = {ARCH_KVS("qwen3", 6), {"qwen3.expert_count", T_U32, 8, NULL}};
+  expect(read_config(qexp, RX_ARRAY_LEN(qexp), &c),
+         "'qwen3.expert_count' 8 is not supported (mixture of experts", "qwen3 experts");
+  const kv q3m[] = {ARCH_KVS("qwen3moe", 6)};
+  expect(read_config(q3m, RX_ARRAY_LEN(q3m), &c), "'qwen3moe.expert_count'", "qwen3moe experts");
   const kv bad[] = {{"general.architecture", T_STRING, 0, "gptneox"}};
-  expect(read_config(bad, 1, &c),
-         "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, gemma2, "
-         "gemma3, phi3)",
-         "gptneox");
+  expect(
+      read_config(bad, 1, &c),
+      "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, qwen2moe, "
+      "qwen3moe, gemma2, gemma3, phi3)",
+      "gptneox");
 }
 
 static void gguf_unimplemented(void) {
   GGUF_CASE("'llama.rope.dimension_count' 4 is not the head dim 8",
             {"llama.rope.dimension_count", T_U32, 4, NULL});
   GGUF_CASE(NULL, {"llama.rope.dimension_count", T_U32, 8, NULL});
-  GGUF_CASE("'llama.expert_count' 8 is not supported (mixture of experts",
-            {"llama.expert_count", T_U32, 8, NULL});
+  /* a mixture of experts: llama (Mixtral), qwen2moe and qwen3moe read its keys (the tensors:
+   * test_gguf_archs, tests/lit/run/gguf_moe.test); the others refuse them by name */
+  GGUF_CASE("'llama.expert_used_count'", {"llama.expert_count", T_U32, 8, NULL});
+  GGUF_CASE("'llama.expert_used_count' is 9: expected 1 to 'llama.expert_count' 8 (the experts "
+            "each token runs)",
+            {"llama.expert_count", T_U32, 8, NULL}, {"llama.expert_used_count", T_U32, 9, NULL});
+  GGUF_CASE("'llama.expert_count' is 8 but no layer holds its router (blk.N.ffn_gate_inp.weight)",
+            {"llama.expert_count", T_U32, 8, NULL}, {"llama.expert_used_count", T_U32, 2, NULL});
+  GGUF_CASE("'llama.expert_gating_func' 2 is not supported (expert gating other than softmax",
+            {"llama.expert_gating_func", T_U32, 2, NULL});
+  GGUF_CASE(NULL, {"llama.expert_count", T_U32, 0, NULL});
   GGUF_CASE("'llama.attention.value_length' 4 differs from the key length 8",
             {"llama.attention.value_length", T_U32, 4, NULL});
   GGUF_CASE("'llama.final_logit_softcapping' 30 is not supported",
