@@ -32,7 +32,9 @@ models/<model>-256-q4_k.gguf: a true K-quant of each: the model at 256-wide shap
   gen_models.py), as `llama-quantize --pure <f16> Q4_K_M` writes it. Their references,
   ref/<model>-256-q4_k.json: transformers (f32, eager) on the checkpoint with those weights
   replaced by gguf-py's dequantization of the file's blocks, prompts redrawn until every greedy
-  choice and every router choice is clear (MIN_GAP, ROUTER_MIN_GAP)."""
+  choice and every router choice is clear (MIN_GAP, ROUTER_MIN_GAP).
+models/bad-moe-*.gguf: tiny files for tests/lit/run/gguf_moe.test (broken_moe): a 1-layer llama
+  with 4 experts, F32 zeros, and one thing wrong."""
 import json
 import os
 import shutil
@@ -254,8 +256,37 @@ def make_256(llm, model, tmp):
     return tmp
 
 
+def broken_moe(name, used=2, count=4, drop=None, reshape=None):
+    """models/bad-moe-<name>.gguf for tests/lit/run/gguf_moe.test: a 1-layer llama with 4 experts
+    (hidden 16, 2 heads, feed-forward 32, vocab 16, F32 zeros; no tokenizer) with one thing
+    wrong: a tensor dropped, a tensor's shape, expert_used_count, or no expert_count."""
+    w = gguf.GGUFWriter(os.path.join(HERE, "models", f"bad-moe-{name}.gguf"), "llama")
+    for k, v in (("context_length", 64), ("embedding_length", 16), ("block_count", 1),
+                 ("feed_forward_length", 32), ("attention.head_count", 2), ("expert_count", count),
+                 ("expert_used_count", used)):
+        if v is not None:
+            w.add_uint32(f"llama.{k}", v)
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    shapes = {"token_embd.weight": (16, 16), "output_norm.weight": (16,)}
+    for t, shp in (("attn_norm", (16,)), ("attn_q", (16, 16)), ("attn_k", (16, 16)),
+                   ("attn_v", (16, 16)), ("attn_output", (16, 16)), ("ffn_norm", (16,)),
+                   ("ffn_gate_inp", (4, 16)), ("ffn_gate_exps", (4, 32, 16)),
+                   ("ffn_up_exps", (4, 32, 16)), ("ffn_down_exps", (4, 16, 32))):
+        shapes[f"blk.0.{t}.weight"] = shp
+    if reshape:
+        shapes[reshape[0]] = reshape[1]
+    for n, shp in shapes.items():
+        if n != drop:
+            w.add_tensor(n, np.zeros(shp, dtype=np.float32))
+    G.finish(w)
+
+
 def main():
     only = sys.argv[1:]  # models (tiny-mixtral ...) and kinds (f16, q4_k) to make; none: all
+    broken_moe("missing", drop="blk.0.ffn_up_exps.weight")
+    broken_moe("shape", reshape=("blk.0.ffn_down_exps.weight", (4, 16, 24)))
+    broken_moe("used", used=5)
+    broken_moe("count", count=None)
     llm = G.load_llm_script()
     llm.setup_determinism()
     for model, arch in MOE_MODELS:

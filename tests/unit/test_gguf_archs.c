@@ -46,11 +46,14 @@
  * The random tiny models have no tokenizer: prompts are token ids (the tokenizers of GGUF files
  * are checked on their own fixtures, tests/gguf/tokenizers).
  *
- * RX_LLM_MODELS and RX_GGUF_KINDS (comma-separated substrings: tiny-phi3, q4_k) pick a subset.
+ * RX_LLM_MODELS and RX_GGUF_KINDS (comma-separated substrings: tiny-phi3, q4_k) pick a subset;
+ * RX_GGUF_SET=moe runs the MoE files (unit.test_gguf_moe) instead of the others
+ * (unit.test_gguf_archs), so that each test stays within a couple of minutes.
  *
  * RX_LLM_QUICK=1 (make asan): the four F16 files, tiny-qwen3's Q5_0 (its quantized embedding
  * table, q/k norms and fused programs) and tiny-phi3-256's Q4_K, prompts of 7 and 33 tokens with 4
- * decode steps, 8 greedy tokens: the same code paths at a fraction of the work, which ASan
+ * decode steps, 8 greedy tokens (with RX_GGUF_SET=moe: the three MoE F16 files and
+ * tiny-qwen2-moe-256's Q4_K): the same code paths at a fraction of the work, which ASan
  * multiplies.
  *
  * usage: test_gguf_archs TESTS_DIR */
@@ -275,7 +278,9 @@ int main(int argc, char **argv) {
   const char *only = getenv("RX_LLM_MODELS"); /* a comma-separated subset, for debugging */
   const char *q = getenv("RX_LLM_QUICK");
   quick = q && *q && strcmp(q, "0");
-  for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) {
+  const char *set = getenv("RX_GGUF_SET"); /* "moe": the MoE files only (unit.test_gguf_moe) */
+  bool moe_set = set && !strcmp(set, "moe");
+  for (size_t i = 0; i < RX_ARRAY_LEN(models) && !moe_set; i++) {
     if (only && !strstr(only, models[i])) continue;
     run_file(argv[1], models[i], "f16", "llm/ref", models[i], TOL_F16, TIE_F16, use);
     if (!quick || i == 0)
@@ -290,7 +295,7 @@ int main(int argc, char **argv) {
    * weights rounded to f16 (the file's: tiny-mixtral's f32, tiny-qwen2-moe's bf16),
    * the -256 Q4_K files against transformers on their dequantized blocks */
   const char *moe[] = {"tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe"};
-  for (size_t i = 0; i < RX_ARRAY_LEN(moe); i++) {
+  for (size_t i = 0; i < RX_ARRAY_LEN(moe) && moe_set; i++) {
     if (only && !strstr(only, moe[i])) continue;
     char k256[64], kref[80], fref[80];
     snprintf(fref, sizeof fref, "%s-f16", moe[i]);
