@@ -4,13 +4,13 @@
  * the tokenizer of tokenizer.ggml.* rewritten as the tokenizer.json that runtime/llm reads.
  *
  * Architectures: "llama" (Mixtral too: llama with experts), "qwen2", "qwen3", "qwen2moe",
- * "qwen3moe", "gemma2", "gemma3", "phi3" (GGUF_ARCHS: each a row of the one description). Keys (ARCH = the architecture's name):
- *   ARCH.embedding_length, .feed_forward_length, .block_count, .attention.head_count (required),
- *   .attention.head_count_kv (default: head_count), .attention.key_length (default: embedding /
- *   heads), .attention.layer_norm_rms_epsilon (required), .rope.freq_base (default 10000),
- *   .context_length (required), .vocab_size (default: token_embd's rows), each within the
- *   bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json); then each
- *   architecture's (read_features, read_rope, read_windows): soft-caps, attention.scale,
+ * "qwen3moe", "gemma2", "gemma3", "phi3" (GGUF_ARCHS: each a row of the one description). Keys
+ * (ARCH = the architecture's name): ARCH.embedding_length, .feed_forward_length, .block_count,
+ * .attention.head_count (required), .attention.head_count_kv (default: head_count),
+ * .attention.key_length (default: embedding / heads), .attention.layer_norm_rms_epsilon (required),
+ * .rope.freq_base (default 10000), .context_length (required), .vocab_size (default: token_embd's
+ * rows), each within the bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json);
+ * then each architecture's (read_features, read_rope, read_windows): soft-caps, attention.scale,
  *   attention.sliding_window(_pattern), rope.freq_base_swa, rope.dimension_count (partial rotary,
  *   not for llama), rope.scaling.* (none, linear, yarn), Phi-3's longrope tensors; a mixture of
  *   experts' (read_moe: expert_count, expert_used_count, expert_feed_forward_length,
