@@ -34,7 +34,8 @@ models/<model>-256-q4_k.gguf: a true K-quant of each: the model at 256-wide shap
   replaced by gguf-py's dequantization of the file's blocks, prompts redrawn until every greedy
   choice and every router choice is clear (MIN_GAP, ROUTER_MIN_GAP).
 models/bad-moe-*.gguf: tiny files for tests/lit/run/gguf_moe.test (broken_moe): a 1-layer llama
-  with 4 experts, F32 zeros, and one thing wrong."""
+  with 4 experts, F32 zeros, and one thing wrong; ../fuzz/corpus/gguf_model/moe_llama.gguf the same
+  file with nothing wrong, a seed of fuzz_gguf_model."""
 import json
 import os
 import shutil
@@ -256,11 +257,11 @@ def make_256(llm, model, tmp):
     return tmp
 
 
-def broken_moe(name, used=2, count=4, drop=None, reshape=None):
+def broken_moe(name, used=2, count=4, drop=None, reshape=None, path=None):
     """models/bad-moe-<name>.gguf for tests/lit/run/gguf_moe.test: a 1-layer llama with 4 experts
     (hidden 16, 2 heads, feed-forward 32, vocab 16, F32 zeros; no tokenizer) with one thing
     wrong: a tensor dropped, a tensor's shape, expert_used_count, or no expert_count."""
-    w = gguf.GGUFWriter(os.path.join(HERE, "models", f"bad-moe-{name}.gguf"), "llama")
+    w = gguf.GGUFWriter(path or os.path.join(HERE, "models", f"bad-moe-{name}.gguf"), "llama")
     for k, v in (("context_length", 64), ("embedding_length", 16), ("block_count", 1),
                  ("feed_forward_length", 32), ("attention.head_count", 2), ("expert_count", count),
                  ("expert_used_count", used)):
@@ -287,6 +288,8 @@ def main():
     broken_moe("shape", reshape=("blk.0.ffn_down_exps.weight", (4, 16, 24)))
     broken_moe("used", used=5)
     broken_moe("count", count=None)
+    # nothing wrong: the seed of fuzz_gguf_model that reaches the experts' reader
+    broken_moe("seed", path=os.path.join(HERE, "..", "fuzz", "corpus", "gguf_model", "moe_llama.gguf"))
     llm = G.load_llm_script()
     llm.setup_determinism()
     for model, arch in MOE_MODELS:
