@@ -3,17 +3,20 @@
  * from the architecture's metadata keys into an rx_hf_config, the tensors by llama.cpp's names, and
  * the tokenizer of tokenizer.ggml.* rewritten as the tokenizer.json that runtime/llm reads.
  *
- * Architectures: "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3" (GGUF_ARCHS: each a row of
- * the one description). Keys (ARCH = the architecture's name):
- *   ARCH.embedding_length, .feed_forward_length, .block_count, .attention.head_count (required),
- *   .attention.head_count_kv (default: head_count), .attention.key_length (default: embedding /
- *   heads), .attention.layer_norm_rms_epsilon (required), .rope.freq_base (default 10000),
- *   .context_length (required), .vocab_size (default: token_embd's rows), each within the
- *   bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json); then each
- *   architecture's (read_features, read_rope, read_windows): soft-caps, attention.scale,
+ * Architectures: "llama" (Mixtral too: llama with experts), "qwen2", "qwen3", "qwen2moe",
+ * "qwen3moe", "gemma2", "gemma3", "phi3" (GGUF_ARCHS: each a row of the one description). Keys
+ * (ARCH = the architecture's name): ARCH.embedding_length, .feed_forward_length, .block_count,
+ * .attention.head_count (required), .attention.head_count_kv (default: head_count),
+ * .attention.key_length (default: embedding / heads), .attention.layer_norm_rms_epsilon (required),
+ * .rope.freq_base (default 10000), .context_length (required), .vocab_size (default: token_embd's
+ * rows), each within the bounds of hf_int.h's HF_LIMITS (hf_check_config, shared with config.json);
+ * then each architecture's (read_features, read_rope, read_windows): soft-caps, attention.scale,
  *   attention.sliding_window(_pattern), rope.freq_base_swa, rope.dimension_count (partial rotary,
- *   not for llama), rope.scaling.* (none, linear, yarn), Phi-3's longrope tensors. The keys of
- * UNIMPLEMENTED (experts, scales, soft-caps outside Gemma) are refused by name (docs/gguf.md). */
+ *   not for llama), rope.scaling.* (none, linear, yarn), Phi-3's longrope tensors; a mixture of
+ *   experts' (read_moe: expert_count, expert_used_count, expert_feed_forward_length,
+ *   expert_shared_feed_forward_length; its stacked tensors: experts.c). The keys of
+ * UNIMPLEMENTED (experts outside llama and Qwen's MoE, scales, soft-caps outside Gemma) are
+ * refused by name (docs/gguf.md). */
 #include "gguf.h"
 
 #include "../hf/hf_int.h"
@@ -104,9 +107,11 @@ static double number_of(const rx_gguf_value *v) {
  * every layer), the block count llama.cpp takes for the 27B model of Gemma 2 and 3 (its
  * attention scale is 1/sqrt(embedding / heads), the others' 1/sqrt(head dim))). */
 #define GGUF_ARCHS(X)                                                                              \
-  X("llama", RX_HF_LLAMA, A_PERMUTED, 0, 0, 0, 0)                                                  \
+  X("llama", RX_HF_LLAMA, A_PERMUTED | A_EXPERTS, 0, 0, 0, 0)                                      \
   X("qwen2", RX_HF_QWEN2, A_BIAS, 0, 0, 0, 0)                                                      \
   X("qwen3", RX_HF_QWEN3, A_QK_NORM, 0, 0, 0, 0)                                                   \
+  X("qwen2moe", RX_HF_QWEN2_MOE, A_BIAS | A_EXPERTS | A_MOE | A_SHEXP | A_RAW_TOPK, 0, 0, 0, 0)    \
+  X("qwen3moe", RX_HF_QWEN3_MOE, A_QK_NORM | A_EXPERTS | A_MOE, 0, 0, 0, 0)                        \
   X("gemma2", RX_HF_GEMMA2, A_GEMMA, 50, 30, 2, 46)                                                \
   X("gemma3", RX_HF_GEMMA3, A_GEMMA | A_QK_NORM | A_LOCAL_ROPE, 0, 0, 6, 62)                       \
   X("phi3", RX_HF_PHI3, A_PHI3, 0, 0, 0, 0)
@@ -119,7 +124,11 @@ enum {
   A_GEMMA = 8,       /* norms stored as 1 + w by the converter, the embedding times sqrt(hidden),
                         post_attention_norm and post_ffw_norm, GeGLU, soft-caps */
   A_LOCAL_ROPE = 16, /* local layers' own rope base (rope.freq_base_swa, default 10000) */
-  A_PHI3 = 32        /* ffn_up holds gate and up rows; attn_qkv the q, k and v rows */
+  A_PHI3 = 32,       /* ffn_up holds gate and up rows; attn_qkv the q, k and v rows */
+  A_EXPERTS = 64,    /* a sparse mixture of experts when ARCH.expert_count > 0 (llama: Mixtral) */
+  A_MOE = 128,       /* always one: ARCH.expert_count and expert_used_count required */
+  A_SHEXP = 256,     /* Qwen2-MoE's shared expert (ffn_*_shexp, its gate ffn_gate_inp_shexp) */
+  A_RAW_TOPK = 512   /* the k router probabilities not renormalized (llama.cpp's norm_w false) */
 };
 
 typedef struct gguf_arch {
@@ -143,23 +152,26 @@ static const struct {
   const char *key; /* after "ARCH." */
   double neutral;
   const char *what;
-  bool gemma; /* implemented for Gemma */
+  unsigned impl; /* implemented for the architectures with one of these features (0: none) */
 } UNIMPLEMENTED[] = {
-    {"expert_count", 0, "mixture of experts", false},
-    {"expert_used_count", 0, "mixture of experts", false},
-    {"attention.clamp_kqv", 0, "clamped q, k, v", false},
-    {"attn_logit_softcapping", 0, "attention logit soft-capping", true},
-    {"final_logit_softcapping", 0, "final logit soft-capping", true},
-    {"logit_scale", 1, "scaled output logits", false},
-    {"embedding_scale", 1, "scaled embeddings", false},
-    {"residual_scale", 1, "scaled residuals", false},
-    {"rope.scaling.yarn_log_multiplier", 0, "yarn's log multiplier (DeepSeek's mscale)", false},
+    {"expert_count", 0, "mixture of experts", A_EXPERTS},
+    {"expert_used_count", 0, "mixture of experts", A_EXPERTS},
+    {"expert_gating_func", 1, "expert gating other than softmax (1)", 0},
+    {"expert_weights_scale", 1, "scaled expert weights", 0},
+    {"expert_shared_count", 0, "shared experts", A_SHEXP},
+    {"attention.clamp_kqv", 0, "clamped q, k, v", 0},
+    {"attn_logit_softcapping", 0, "attention logit soft-capping", A_GEMMA},
+    {"final_logit_softcapping", 0, "final logit soft-capping", A_GEMMA},
+    {"logit_scale", 1, "scaled output logits", 0},
+    {"embedding_scale", 1, "scaled embeddings", 0},
+    {"residual_scale", 1, "scaled residuals", 0},
+    {"rope.scaling.yarn_log_multiplier", 0, "yarn's log multiplier (DeepSeek's mscale)", 0},
 };
 
 static rx_status refuse_unimplemented(const rx_gguf_file *f, const gguf_arch *a) {
   char key[128];
   for (size_t i = 0; i < RX_ARRAY_LEN(UNIMPLEMENTED); i++) {
-    if (UNIMPLEMENTED[i].gemma && (a->features & A_GEMMA)) continue;
+    if (UNIMPLEMENTED[i].impl & a->features) continue;
     snprintf(key, sizeof key, "%s.%s", a->name, UNIMPLEMENTED[i].key);
     const rx_gguf_kv *kv = gguf_find(f, key);
     if (!kv) continue;
@@ -380,6 +392,78 @@ static rx_status read_features(const rx_gguf_file *f, const gguf_arch *a, rx_hf_
   return read_windows(f, a, c);
 }
 
+static rx_status get_bool(const rx_gguf_file *f, const char *key, bool def, bool *out);
+
+/* A sparse mixture of experts (llama.cpp's llama with ARCH.expert_count > 0, as the converter
+ * writes Mixtral; qwen2moe; qwen3moe): ARCH.expert_count E and expert_used_count k (1 <= k <= E
+ * <= HF_MAX_EXPERTS), an expert's intermediate size (ARCH.expert_feed_forward_length; llama: the
+ * feed_forward_length, llama.cpp's n_ff; qwen's default llama.cpp's feed_forward_length / k),
+ * Qwen2-MoE's shared expert (ARCH.expert_shared_feed_forward_length, default
+ * feed_forward_length; ARCH.expert_shared_count 1 when given), the k probabilities renormalized
+ * as llama.cpp's build_moe_ffn is told (norm_w: llama and qwen3moe yes, qwen2moe no;
+ * ARCH.expert_weights_norm when the file says). A layer is sparse when the file holds its router
+ * blk.N.ffn_gate_inp.weight (llama.cpp's test too), dense otherwise (feed_forward_length): the
+ * dense layers of Qwen's mlp_only_layers and decoder_sparse_step. */
+static rx_status read_moe(const rx_gguf_file *f, const gguf_arch *a, rx_hf_config *c) {
+  const char *arch = a->name;
+  char key[160];
+  bool need = a->features & A_MOE;
+  RX_RETURN_IF_ERROR(get_int(f, arch, "expert_count", need ? -1 : 0, &c->experts));
+  bool any = false;
+  for (int64_t l = 0; l < c->layers; l++) {
+    snprintf(key, sizeof key, "blk.%lld.ffn_gate_inp.weight", (long long)l);
+    c->sparse[l] = gguf_find_tensor(f, key) != NULL;
+    any = any || c->sparse[l];
+  }
+  if (!c->experts && !any) return NULL;
+  if (!c->experts)
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: the file holds expert routers (blk.N.ffn_gate_inp.weight) but "
+                            "'%s.expert_count' is 0 or absent: expected the number of experts",
+                            f->name, arch);
+  if (c->experts < 1 || c->experts > HF_MAX_EXPERTS)
+    return base_status_make(RX_ERR_INVALID, "%s: '%s.expert_count' is %lld: expected 1 to %d",
+                            f->name, arch, (long long)c->experts, HF_MAX_EXPERTS);
+  RX_RETURN_IF_ERROR(get_int(f, arch, "expert_used_count", -1, &c->top_k));
+  if (c->top_k < 1 || c->top_k > c->experts)
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: '%s.expert_used_count' is %lld: expected 1 to '%s.expert_count' "
+                            "%lld (the experts each token runs)",
+                            f->name, arch, (long long)c->top_k, arch, (long long)c->experts);
+  if (!any)
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: '%s.expert_count' is %lld but no layer holds its router "
+                            "(blk.N.ffn_gate_inp.weight): expected the experts' tensors",
+                            f->name, arch, (long long)c->experts);
+  int64_t def = a->features & A_PERMUTED ? c->intermediate : c->intermediate / c->top_k;
+  RX_RETURN_IF_ERROR(get_int(f, arch, "expert_feed_forward_length", def, &c->moe_inter));
+  if (c->moe_inter < 1 || c->moe_inter > (1 << 22))
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: '%s.expert_feed_forward_length' is %lld: expected 1 to %d",
+                            f->name, arch, (long long)c->moe_inter, 1 << 22);
+  if (a->features & A_SHEXP) {
+    int64_t n;
+    RX_RETURN_IF_ERROR(get_int(f, arch, "expert_shared_count", 1, &n));
+    if (n != 1)
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "%s: '%s.expert_shared_count' %lld is not supported (expected 1: "
+                              "Qwen2-MoE's one shared expert)",
+                              f->name, arch, (long long)n);
+    RX_RETURN_IF_ERROR(
+        get_int(f, arch, "expert_shared_feed_forward_length", c->intermediate, &c->shared_inter));
+    if (c->shared_inter < 1 || c->shared_inter > (1 << 22))
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: '%s.expert_shared_feed_forward_length' is %lld: expected 1 to "
+                              "%d",
+                              f->name, arch, (long long)c->shared_inter, 1 << 22);
+  }
+  c->norm_topk = !(a->features & A_RAW_TOPK);
+  RX_RETURN_IF_ERROR(get_bool(f, (snprintf(key, sizeof key, "%s.expert_weights_norm", arch), key),
+                              c->norm_topk, &c->norm_topk));
+  c->moe_names = a->features & A_PERMUTED ? RX_HF_MOE_MIXTRAL : RX_HF_MOE_QWEN;
+  return NULL;
+}
+
 /* the special-token ids of tokenizer.ggml.* (-1 when absent); hf_check_config checks them
  * against the vocabulary */
 static rx_status special_ids(const rx_gguf_file *f, rx_hf_config *c) {
@@ -458,6 +542,7 @@ rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c) {
   snprintf(c->rope_type, sizeof c->rope_type, "default");
   RX_RETURN_IF_ERROR(hf_check_config(c, f->name, a->name));
   RX_RETURN_IF_ERROR(read_features(f, a, c));
+  if (a->features & A_EXPERTS) RX_RETURN_IF_ERROR(read_moe(f, a, c));
   RX_RETURN_IF_ERROR(read_rope(f, a, c));
   c->tie_embeddings = !gguf_find_tensor(f, "output.weight");
   c->file_dtype = RX_DTYPE_UNKNOWN;

@@ -157,8 +157,8 @@ bool hf_is_model_dir(const char *path);
  * folder holds; NULL for anything else (a model folder, a file, a missing path). */
 rx_status hf_check_not_bare_dir(const char *path);
 /* Is path a file that starts with GGUF's magic? hf_import takes one too (frontends/gguf/model.c,
- * docs/gguf.md): architectures llama, qwen2, qwen3, gemma2, gemma3 and phi3, the hyperparameters
- * from their metadata keys,
+ * docs/gguf.md): architectures llama (Mixtral as llama with experts), qwen2, qwen3, qwen2moe,
+ * qwen3moe, gemma2, gemma3 and phi3, the hyperparameters from their metadata keys,
  * llama.cpp's tensor names, each quantized projection kept in its block format (quant_matmul with
  * the GGUF scheme), the tokenizer from tokenizer.ggml.*. */
 bool gguf_hf_is_gguf(const char *path);

@@ -100,6 +100,21 @@ void hf_gguf_close(void *g);
 const rx_gguf_file *hf_gguf_file(const hf_gguf *g);
 /* The hyperparameters of a parsed file into *c (hf_gguf_open's step, for the fuzz harness). */
 rx_status hf_gguf_read_config(const rx_gguf_file *f, rx_hf_config *c);
+/* Layer l's experts (frontends/gguf/experts.c) as moe_matmul's one stacked weight: gated, the
+ * file's ffn_gate_exps and ffn_up_exps [E, F, K] interleaved per expert into [E, 2F, K] (each
+ * expert's gate rows, then its up rows: stack_experts' layout); else ffn_down_exps [E, K, F].
+ * Rows of row_bytes each: src f32, f16 or bf16 elements, or (src u8, qi its scheme) whole blocks
+ * of a GGUF block format. owned: data when allocated (the caller frees it), else NULL (mapped).
+ * An error names the tensor: missing, of another shape, or of a format without a scheme. */
+typedef struct hf_gguf_experts {
+  const uint8_t *data;
+  void *owned;
+  rx_dtype src;
+  const rx_quant_info *qi;
+  size_t row_bytes;
+} hf_gguf_experts;
+rx_status hf_gguf_experts_read(const rx_gguf_file *f, const rx_hf_config *c, int64_t l, bool gated,
+                               hf_gguf_experts *out);
 /* The tokenizer of tokenizer.ggml.* as a tokenizer.json runtime/llm reads, appended to out; an
  * unsupported tokenizer model or pre-tokenizer names itself. */
 rx_status hf_gguf_tokenizer_json(const rx_gguf_file *f, const rx_hf_config *c, rx_strbuf *out);

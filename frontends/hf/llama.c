@@ -549,6 +549,22 @@ static rx_status add_ckpt_quantized(gb *g, hf_ckpt *ck, hf_w *w) {
 
 static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w);
 
+/* The experts entry w ([E, out, in]) of layer l from a GGUF file, gate and up interleaved
+ * (gated): a block format kept as the u8 buffer [E, out, in / block * bytes] of moe_matmul's
+ * scheme, a float one converted to w's dtype. */
+static rx_status add_gguf_experts(gb *g, const rx_gguf_file *f, hf_w *w, int64_t l, bool gated) {
+  hf_gguf_experts x;
+  RX_RETURN_IF_ERROR(hf_gguf_experts_read(f, g->c, l, gated, &x));
+  if (x.owned) rx_module_on_free(g->m, free, x.owned);
+  if (x.qi) {
+    w->qi = x.qi;
+    w->in = w->shape[2];
+    w->dtype = RX_DTYPE_U8;
+    w->shape[2] = (int64_t)x.row_bytes;
+  }
+  return put_weight(g, w, x.src, x.data);
+}
+
 /* llama.cpp's per-dimension rope frequency factors (tensor rope_freqs.weight, f32 [head_dim / 2]:
  * how llama.cpp's converter writes Llama 3.1's rope scaling): each inverse frequency divided by
  * its factor, as ggml_rope_ext does. Ignoring them would compute other frequencies than the
@@ -753,6 +769,11 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       return base_status_make(RX_ERR_INVALID,
                               "tensor '%s': %lld rows are not %lld heads of an even head dim",
                               w->gg, (long long)w->shape[0], (long long)w->permuted_heads);
+    if (gf && w->ndim == 3) { /* a sparse layer's experts (frontends/gguf/experts.c) */
+      RX_RETURN_IF_ERROR(
+          add_gguf_experts(g, gf, w, (int64_t)(i / W_PER_LAYER), i % W_PER_LAYER == W_EXP_GATE_UP));
+      continue;
+    }
     if (gf) {
       RX_RETURN_IF_ERROR(add_gguf_weight(g, gf, w));
       continue;
@@ -830,6 +851,8 @@ static rx_status add_gguf_weight(gb *g, const rx_gguf_file *f, hf_w *w) {
                             g->c->arch_name);
   bool same = t->ndim == w->ndim;
   for (int d = 0; same && d < w->ndim; d++) same = t->shape[d] == w->shape[d];
+  /* a [1, K] weight written as [K] (ffn_gate_inp_shexp: llama.cpp's {n_embd}) */
+  same = same || (w->ndim == 2 && w->shape[0] == 1 && t->ndim == 1 && t->shape[0] == w->shape[1]);
   if (!same) return gguf_shape_error(g, w, t);
   const uint8_t *data = f->data + t->offset;
   int64_t rows = w->shape[0], cols = w->ndim == 2 ? w->shape[1] : 1;

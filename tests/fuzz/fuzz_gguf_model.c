@@ -4,7 +4,8 @@
  * one table of bounds (HF_LIMITS) and for consistency; then tokenizer.ggml.* rewritten as a
  * tokenizer.json and loaded by the runtime's tokenizer, as compile does. Seeds are metadata-only
  * files (mostly small llama and qwen2 descriptions), so mutations reach the numbers rather than the
- * tensor table. */
+ * tensor table; a tiny llama with 4 experts (moe_llama.gguf) carries tensors, whose stacked
+ * experts are read too (frontends/gguf/experts.c). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +32,20 @@ static void check_promises(const rx_hf_config *c) {
   if (strcmp(c->rope_type, "default") && !(c->rope_factor > 0 && isfinite(c->rope_factor))) abort();
   rx_status s = hf_check_config(c, "fuzz.gguf", c->arch_name);
   if (s) abort();
+  if (c->experts && (c->top_k < 1 || c->top_k > c->experts || c->moe_inter < 1)) abort();
+}
+
+/* A mixture of experts' stacked tensors (frontends/gguf/experts.c) of every sparse layer, as
+ * compile reads them next: found and checked, gate and up interleaved. */
+static void read_experts(const rx_gguf_file *f, const rx_hf_config *c) {
+  for (int64_t l = 0; l < c->layers && c->experts; l++)
+    for (int gated = 0; gated < 2 && c->sparse[l]; gated++) {
+      hf_gguf_experts x;
+      rx_status s = hf_gguf_experts_read(f, c, l, gated, &x);
+      if (!s && (!x.data || !x.row_bytes)) abort();
+      free(x.owned);
+      rx_status_free(s);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -44,6 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rx_status cs = hf_gguf_read_config(&f, &c);
     if (!cs) {
       check_promises(&c);
+      read_experts(&f, &c);
       rx_strbuf json = {0};
       if (gguf_find(&f, "tokenizer.ggml.model") && !(cs = hf_gguf_tokenizer_json(&f, &c, &json))) {
         rx_tokenizer *tok = NULL;

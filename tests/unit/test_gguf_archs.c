@@ -26,6 +26,18 @@
  * 3-39% from the checkpoint's, recorded in the reference as q4_k_vs_checkpoint_rel_l2): prompts of
  * 1, 7, 33 and 100 tokens, 8 decode steps each, 32 greedy tokens.
  *
+ * And the mixtures of experts (tests/gguf/gen_moe_models.py): tiny-mixtral as llama with experts,
+ * tiny-qwen2-moe as qwen2moe (the shared expert and its gate, a dense layer between two sparse
+ * ones, q/k/v biases, windows on layers 0 and 2), tiny-qwen3-moe as qwen3moe (a dense layer
+ * before the sparse one, q/k norms): the F16 files against transformers on the file's weights
+ * (tiny-qwen3-moe's f16 checkpoint is them: tests/llm/ref; tiny-mixtral's f32 and
+ * tiny-qwen2-moe's bf16 rounded to f16: tests/gguf/ref/<model>-f16), and the -256 Q4_K files
+ * (4 experts of 256, 2 per token, 2 layers; every projection and the experts in Q4_K) against
+ * transformers on gguf-py's dequantization of their blocks (tests/gguf/ref/<model>-256-q4_k),
+ * both within TOL_F16 / TOL_Q4K and their greedy tokens equal. Each model routes 2 of 4 or 8
+ * experts per token: the 1-token prompt and every decode step leave experts without a token
+ * (empty groups of moe_matmul; moe_gemv reading only the chosen experts' rows).
+ *
  * A wrong detail fails here: without the file's attention.scale (tiny-gemma2's
  * query_pre_attn_scalar) the F16 logits are off by 1e-3 to 4e-3; with the top 2 bits of the
  * mins of Q4_K sub-blocks 4-7 taken from the scales' bytes (ops/quant.c), the Q4_K logits are
@@ -34,11 +46,14 @@
  * The random tiny models have no tokenizer: prompts are token ids (the tokenizers of GGUF files
  * are checked on their own fixtures, tests/gguf/tokenizers).
  *
- * RX_LLM_MODELS and RX_GGUF_KINDS (comma-separated substrings: tiny-phi3, q4_k) pick a subset.
+ * RX_LLM_MODELS and RX_GGUF_KINDS (comma-separated substrings: tiny-phi3, q4_k) pick a subset;
+ * RX_GGUF_SET=moe runs the MoE files (unit.test_gguf_moe) instead of the others
+ * (unit.test_gguf_archs), so that each test stays within a couple of minutes.
  *
  * RX_LLM_QUICK=1 (make asan): the four F16 files, tiny-qwen3's Q5_0 (its quantized embedding
  * table, q/k norms and fused programs) and tiny-phi3-256's Q4_K, prompts of 7 and 33 tokens with 4
- * decode steps, 8 greedy tokens: the same code paths at a fraction of the work, which ASan
+ * decode steps, 8 greedy tokens (with RX_GGUF_SET=moe: the three MoE F16 files and
+ * tiny-qwen2-moe-256's Q4_K): the same code paths at a fraction of the work, which ASan
  * multiplies.
  *
  * usage: test_gguf_archs TESTS_DIR */
@@ -263,7 +278,9 @@ int main(int argc, char **argv) {
   const char *only = getenv("RX_LLM_MODELS"); /* a comma-separated subset, for debugging */
   const char *q = getenv("RX_LLM_QUICK");
   quick = q && *q && strcmp(q, "0");
-  for (size_t i = 0; i < RX_ARRAY_LEN(models); i++) {
+  const char *set = getenv("RX_GGUF_SET"); /* "moe": the MoE files only (unit.test_gguf_moe) */
+  bool moe_set = set && !strcmp(set, "moe");
+  for (size_t i = 0; i < RX_ARRAY_LEN(models) && !moe_set; i++) {
     if (only && !strstr(only, models[i])) continue;
     run_file(argv[1], models[i], "f16", "llm/ref", models[i], TOL_F16, TIE_F16, use);
     if (!quick || i == 0)
@@ -272,6 +289,22 @@ int main(int argc, char **argv) {
     snprintf(k256, sizeof k256, "%s-256", models[i]);
     snprintf(kref, sizeof kref, "%s-q4_k", k256);
     if (!quick || i == 3) run_file(argv[1], k256, "q4_k", "gguf/ref", kref, TOL_Q4K, TIE_Q4K, use);
+  }
+  /* the mixtures of experts (tests/gguf/gen_moe_models.py): F16 against the checkpoint's
+   * reference (tiny-qwen3-moe's f16 weights are the file's) or against transformers on the
+   * weights rounded to f16 (the file's: tiny-mixtral's f32, tiny-qwen2-moe's bf16),
+   * the -256 Q4_K files against transformers on their dequantized blocks */
+  const char *moe[] = {"tiny-mixtral", "tiny-qwen2-moe", "tiny-qwen3-moe"};
+  for (size_t i = 0; i < RX_ARRAY_LEN(moe) && moe_set; i++) {
+    if (only && !strstr(only, moe[i])) continue;
+    char k256[64], kref[80], fref[80];
+    snprintf(fref, sizeof fref, "%s-f16", moe[i]);
+    bool f32_ckpt = i < 2; /* the file rounds the checkpoint's weights */
+    run_file(argv[1], moe[i], "f16", f32_ckpt ? "gguf/ref" : "llm/ref", f32_ckpt ? fref : moe[i],
+             TOL_F16, TIE_F16, use);
+    snprintf(k256, sizeof k256, "%s-256", moe[i]);
+    snprintf(kref, sizeof kref, "%s-q4_k", k256);
+    if (!quick || i == 1) run_file(argv[1], k256, "q4_k", "gguf/ref", kref, TOL_Q4K, TIE_Q4K, use);
   }
   fprintf(stderr, "test_gguf_archs: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

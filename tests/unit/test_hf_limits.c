@@ -86,14 +86,21 @@ static void put_kv(rx_strbuf *b, const kv *k) {
   }
 }
 
-/* An f32 tensor of the image: its dims in relaxc's order (outermost first), its elements zero
- * unless data is given. */
+/* An f32 tensor of the image (f16 with f16 set): its dims in relaxc's order (outermost first),
+ * its elements zero unless data is given. */
 typedef struct tensor {
   const char *name;
   int ndim;
-  int64_t dims[2];
+  int64_t dims[3];
   const float *data;
+  bool f16;
 } tensor;
+
+static int64_t tensor_elems(const tensor *t) {
+  int64_t e = 1;
+  for (int d = 0; d < t->ndim; d++) e *= t->dims[d];
+  return e;
+}
 
 static char *image_with(const kv *over, int n, const tensor *ts, int nt, size_t *len);
 
@@ -127,17 +134,19 @@ static char *image_with(const kv *over, int n, const tensor *ts, int nt, size_t 
     put_str(&b, ts[i].name);
     put_u32(&b, (uint32_t)ts[i].ndim);
     for (int d = ts[i].ndim - 1; d >= 0; d--) put_u64(&b, (uint64_t)ts[i].dims[d]);
-    put_u32(&b, 0);
+    put_u32(&b, ts[i].f16 ? 1 : 0);
     put_u64(&b, offset);
-    int64_t elems = ts[i].dims[0] * (ts[i].ndim == 2 ? ts[i].dims[1] : 1);
-    offset += ((uint64_t)elems * 4 + 31) / 32 * 32;
+    offset += ((uint64_t)tensor_elems(&ts[i]) * (ts[i].f16 ? 2 : 4) + 31) / 32 * 32;
   }
   while (b.len % 32) put(&b, "", 1); /* the data section's alignment */
   for (int i = 0; i < nt; i++) {
-    int64_t elems = ts[i].dims[0] * (ts[i].ndim == 2 ? ts[i].dims[1] : 1);
-    for (int64_t e = 0; e < elems; e++) {
+    for (int64_t e = 0; e < tensor_elems(&ts[i]); e++) {
       float v = ts[i].data ? ts[i].data[e] : 0;
-      put(&b, &v, 4);
+      uint16_t h = base_f32_to_f16(v);
+      if (ts[i].f16)
+        put(&b, &h, 2);
+      else
+        put(&b, &v, 4);
     }
     while (b.len % 32) put(&b, "", 1);
   }
@@ -288,19 +297,34 @@ static void gguf_description(void) {
   const kv qcap[] = {ARCH_KVS("qwen3", 6), {"qwen3.attn_logit_softcapping", T_F32, 5, NULL}};
   expect(read_config(qcap, RX_ARRAY_LEN(qcap), &c),
          "'qwen3.attn_logit_softcapping' 5 is not supported", "qwen3 soft-cap");
+  const kv qexp[] = {ARCH_KVS("qwen3", 6), {"qwen3.expert_count", T_U32, 8, NULL}};
+  expect(read_config(qexp, RX_ARRAY_LEN(qexp), &c),
+         "'qwen3.expert_count' 8 is not supported (mixture of experts", "qwen3 experts");
+  const kv q3m[] = {ARCH_KVS("qwen3moe", 6)};
+  expect(read_config(q3m, RX_ARRAY_LEN(q3m), &c), "'qwen3moe.expert_count'", "qwen3moe experts");
   const kv bad[] = {{"general.architecture", T_STRING, 0, "gptneox"}};
-  expect(read_config(bad, 1, &c),
-         "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, gemma2, "
-         "gemma3, phi3)",
-         "gptneox");
+  expect(
+      read_config(bad, 1, &c),
+      "general.architecture 'gptneox' is not supported (supported: llama, qwen2, qwen3, qwen2moe, "
+      "qwen3moe, gemma2, gemma3, phi3)",
+      "gptneox");
 }
 
 static void gguf_unimplemented(void) {
   GGUF_CASE("'llama.rope.dimension_count' 4 is not the head dim 8",
             {"llama.rope.dimension_count", T_U32, 4, NULL});
   GGUF_CASE(NULL, {"llama.rope.dimension_count", T_U32, 8, NULL});
-  GGUF_CASE("'llama.expert_count' 8 is not supported (mixture of experts",
-            {"llama.expert_count", T_U32, 8, NULL});
+  /* a mixture of experts: llama (Mixtral), qwen2moe and qwen3moe read its keys (the tensors:
+   * test_gguf_archs, tests/lit/run/gguf_moe.test); the others refuse them by name */
+  GGUF_CASE("'llama.expert_used_count'", {"llama.expert_count", T_U32, 8, NULL});
+  GGUF_CASE("'llama.expert_used_count' is 9: expected 1 to 'llama.expert_count' 8 (the experts "
+            "each token runs)",
+            {"llama.expert_count", T_U32, 8, NULL}, {"llama.expert_used_count", T_U32, 9, NULL});
+  GGUF_CASE("'llama.expert_count' is 8 but no layer holds its router (blk.N.ffn_gate_inp.weight)",
+            {"llama.expert_count", T_U32, 8, NULL}, {"llama.expert_used_count", T_U32, 2, NULL});
+  GGUF_CASE("'llama.expert_gating_func' 2 is not supported (expert gating other than softmax",
+            {"llama.expert_gating_func", T_U32, 2, NULL});
+  GGUF_CASE(NULL, {"llama.expert_count", T_U32, 0, NULL});
   GGUF_CASE("'llama.attention.value_length' 4 differs from the key length 8",
             {"llama.attention.value_length", T_U32, 4, NULL});
   GGUF_CASE("'llama.final_logit_softcapping' 30 is not supported",
@@ -379,18 +403,18 @@ static void gguf_rope_freqs(const char *tmp) {
   };
   for (size_t k = 0; k < RX_ARRAY_LEN(cases); k++) {
     const tensor ts[] = {
-        {"token_embd.weight", 2, {32, 16}, NULL},
-        {"output_norm.weight", 1, {16}, NULL},
-        {"blk.0.attn_norm.weight", 1, {16}, NULL},
-        {"blk.0.attn_q.weight", 2, {16, 16}, NULL},
-        {"blk.0.attn_k.weight", 2, {8, 16}, NULL},
-        {"blk.0.attn_v.weight", 2, {8, 16}, NULL},
-        {"blk.0.attn_output.weight", 2, {16, 16}, NULL},
-        {"blk.0.ffn_norm.weight", 1, {16}, NULL},
-        {"blk.0.ffn_gate.weight", 2, {32, 16}, NULL},
-        {"blk.0.ffn_up.weight", 2, {32, 16}, NULL},
-        {"blk.0.ffn_down.weight", 2, {16, 32}, NULL},
-        {"rope_freqs.weight", 1, {cases[k].n}, cases[k].factors},
+        {"token_embd.weight", 2, {32, 16}, NULL, false},
+        {"output_norm.weight", 1, {16}, NULL, false},
+        {"blk.0.attn_norm.weight", 1, {16}, NULL, false},
+        {"blk.0.attn_q.weight", 2, {16, 16}, NULL, false},
+        {"blk.0.attn_k.weight", 2, {8, 16}, NULL, false},
+        {"blk.0.attn_v.weight", 2, {8, 16}, NULL, false},
+        {"blk.0.attn_output.weight", 2, {16, 16}, NULL, false},
+        {"blk.0.ffn_norm.weight", 1, {16}, NULL, false},
+        {"blk.0.ffn_gate.weight", 2, {32, 16}, NULL, false},
+        {"blk.0.ffn_up.weight", 2, {32, 16}, NULL, false},
+        {"blk.0.ffn_down.weight", 2, {16, 32}, NULL, false},
+        {"rope_freqs.weight", 1, {cases[k].n}, cases[k].factors, false},
     };
     size_t len;
     char *img = image_with(NULL, 0, ts, (int)RX_ARRAY_LEN(ts), &len);
@@ -739,6 +763,51 @@ static void hf_tokenizer(const char *tmp) {
   rmdir(dir);
 }
 
+/* A sparse layer's stacked experts (frontends/gguf/experts.c): 2 experts of intermediate 32 over
+ * hidden 16, gate rows numbered 1.., up rows -1.. (whole numbers: exact in f16); gate and up
+ * interleaved per expert (each expert's 32 gate rows, then its 32 up rows) when both are f32 (the
+ * file's rows copied) and when up is f16 (both dequantized to f32); down as the file holds it. */
+static void gguf_experts(void) {
+  enum { NE = 2, F = 32, H = 16, N = NE * F * H };
+  static float gate[N], up[N], down[N];
+  for (int i = 0; i < N; i++) gate[i] = (float)(i + 1), up[i] = -(float)(i + 1), down[i] = 0.5f;
+  const kv over[] = {{"llama.expert_count", T_U32, NE, NULL},
+                     {"llama.expert_used_count", T_U32, 1, NULL}};
+  for (int f16 = 0; f16 < 2; f16++) {
+    const tensor ts[] = {{"blk.0.ffn_gate_inp.weight", 2, {NE, H}, NULL, false},
+                         {"blk.0.ffn_gate_exps.weight", 3, {NE, F, H}, gate, false},
+                         {"blk.0.ffn_up_exps.weight", 3, {NE, F, H}, up, f16},
+                         {"blk.0.ffn_down_exps.weight", 3, {NE, H, F}, down, false}};
+    size_t len;
+    char *img = image_with(over, 2, ts, 4, &len);
+    rx_gguf_file f;
+    rx_hf_config c;
+    hf_gguf_experts x = {0}, d = {0};
+    rx_status s = gguf_parse((const uint8_t *)img, len, "t.gguf", &f);
+    if (!s) s = hf_gguf_read_config(&f, &c);
+    if (!s) s = hf_gguf_experts_read(&f, &c, 0, true, &x);
+    if (!s) s = hf_gguf_experts_read(&f, &c, 0, false, &d);
+    expect(s, NULL, f16 ? "experts: gate f32, up f16" : "experts: f32");
+    if (x.data) {
+      bool ok = x.src == RX_DTYPE_F32 && !x.qi && x.row_bytes == H * 4 && x.owned && c.sparse[0] &&
+                c.experts == NE && c.top_k == 1 && c.moe_inter == F && c.norm_topk;
+      for (int e = 0; e < NE && ok; e++)
+        for (int r = 0; r < 2 * F && ok; r++)
+          for (int k = 0; k < H && ok; k++) {
+            float got;
+            memcpy(&got, x.data + (((size_t)e * 2 * F + (size_t)r) * H + (size_t)k) * 4, 4);
+            int i = (e * F + r % F) * H + k; /* the file's element */
+            ok = got == (r < F ? gate[i] : up[i]);
+          }
+      ok = ok && d.data && !d.owned && d.src == RX_DTYPE_F32 && d.row_bytes == F * 4;
+      CHECK_MSG(ok, f16 ? "experts interleaved (gate f32, up f16)" : "experts interleaved (f32)");
+      gguf_free(&f);
+    }
+    free(x.owned);
+    free(img);
+  }
+}
+
 int main(int argc, char **argv) {
   (void)argc;
   (void)argv;
@@ -755,6 +824,7 @@ int main(int argc, char **argv) {
   gguf_tokenizer();
   gguf_import(tmp);
   gguf_rope_freqs(tmp);
+  gguf_experts();
   hf_config();
   hf_description();
   hf_moe();

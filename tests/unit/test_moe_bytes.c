@@ -18,7 +18,9 @@
  *
  * Shapes: E = 8 experts, k = 2, hidden 256, expert intermediate 128 (the gate-up weight
  * [8, 256, 256], the down weight [8, 256, 128]), in f16 and in q4f16_g32; b = 1 (a decode step
- * of one sequence) and b = 3 (6 distinct experts of 8).
+ * of one sequence) and b = 3 (6 distinct experts of 8). And GGUF's Q4_0 and Q4_K (the gate-up
+ * weight only: 128 is no whole Q4_K block), as a GGUF file's experts are kept, at b = 1: an
+ * expected failure today (FORMATS, GGUF_XFAIL: their figures printed, the bar not met).
  *
  * Skipped (77) without clang 16 and in sanitized builds (tracing uses ThreadSanitizer's
  * instrumentation, which cannot share a process with ASan).
@@ -88,11 +90,35 @@ static bool moved_bytes(const rxk_oneop *p, const rxk_env *e, rxk_buffers *b, in
   return true;
 }
 
-/* One moe_gemv: w [E, N, HIDDEN or INTER] in dtype/scheme, x of b rows (gathered: b k rows);
- * the bytes it moves from the weight (and its scales) against b k experts' rows. */
-static void check_case(const char *scheme, bool gated, int64_t b) {
+/* The weight formats: f16 (scheme NULL), relaxc's q4f16_g32 (packed nibbles and f16 scales per
+ * group of 32: two buffers) and GGUF's block formats (one u8 buffer of blocks, scale inside:
+ * Q4_0's 18 bytes per 32 weights, Q4_K's 144 per 256), as a GGUF file's experts are kept
+ * (frontends/gguf/experts.c). */
+typedef struct wformat {
+  const char *scheme;
+  int block, bytes; /* weights per block and its bytes (GGUF); q4f16_g32: the group, 0 */
+  /* an expected failure of MAX_RATIO, with its reason (NULL: none): its figures printed, and a
+   * failure of its own once the format passes (then the entry goes) */
+  const char *xfail;
+} wformat;
+/* GGUF's blocks: a block's quants start 2 (Q4_0) or 16 (Q4_K) bytes into it, not where
+ * gemv_rows' packed 16-byte staging reads (passes/schedule/gemv_packed.c), so the GEMV reads a
+ * row's blocks weight by weight through quant.c's reader: measured 2.2x asked and 19.8x moved
+ * for Q4_0, 23x and 40x for Q4_K (bytes re-read per weight, sectors touched by several lanes).
+ * The fix: a warp-wide copy of each step's row bytes to shared memory. */
+#define GGUF_XFAIL "GGUF blocks re-read per weight, not staged yet (issue 32)"
+static const wformat FORMATS[] = {{NULL, 0, 0, NULL},
+                                  {"q4f16_g32", 32, 0, NULL},
+                                  {"Q4_0", 32, 18, GGUF_XFAIL},
+                                  {"Q4_K", 256, 144, GGUF_XFAIL}};
+
+/* One moe_gemv: w [E, N, HIDDEN or INTER] in format fm, x of b rows (gathered: b k rows); the
+ * bytes it moves from the weight (and its scales) against b k experts' rows. */
+static void check_case(const wformat *fm, bool gated, int64_t b) {
   int64_t N = gated ? 2 * INTER : HIDDEN, K = gated ? HIDDEN : INTER, G = 32;
-  bool q4 = scheme != NULL;
+  const char *scheme = fm->scheme;
+  bool q4 = scheme != NULL && !fm->bytes, gguf = fm->bytes > 0;
+  if (gguf && K % fm->block) return; /* Q4_K's 256-weight blocks: the gate-up projection only */
   char text[1024], what[160];
   if (q4)
     snprintf(text, sizeof text,
@@ -102,13 +128,20 @@ static void check_case(const char *scheme, bool gated, int64_t b) {
              gated ? "b" : "b * 2", (long long)K, E, (long long)N, (long long)K / 2, E,
              (long long)N, (long long)(K / G), K_TOP, gated ? "false" : "true",
              gated ? "true" : "false", scheme);
+  else if (gguf)
+    snprintf(text, sizeof text,
+             "graph_fn main(x: f16[%s, %lld], w: u8[%d, %lld, %lld], ex: i32[b, %d]) {\n  y = "
+             "moe_gemv(x, w, ex, gathered=%s, gated=%s, scheme=\"%s\")\n  return y\n}\n",
+             gated ? "b" : "b * 2", (long long)K, E, (long long)N,
+             (long long)(K / fm->block * fm->bytes), K_TOP, gated ? "false" : "true",
+             gated ? "true" : "false", scheme);
   else
     snprintf(text, sizeof text,
              "graph_fn main(x: f16[%s, %lld], w: f16[%d, %lld, %lld], ex: i32[b, %d]) {\n  y = "
              "moe_gemv(x, w, ex, gathered=%s, gated=%s)\n  return y\n}\n",
              gated ? "b" : "b * 2", (long long)K, E, (long long)N, (long long)K, K_TOP,
              gated ? "false" : "true", gated ? "true" : "false");
-  snprintf(what, sizeof what, "moe_gemv %s %s w [%d, %lld, %lld] b=%lld", q4 ? scheme : "f16",
+  snprintf(what, sizeof what, "moe_gemv %s %s w [%d, %lld, %lld] b=%lld", scheme ? scheme : "f16",
            gated ? "gate-up (gated)" : "down (gathered)", E, (long long)N, (long long)K,
            (long long)b);
   rxk_oneop p;
@@ -129,7 +162,9 @@ static void check_case(const char *scheme, bool gated, int64_t b) {
   rx_interp_arg *ex = rxk_oneop_param(&p, &bufs, q4 ? 3 : 2);
   for (int64_t i = 0; i < b * K_TOP; i++) ((int32_t *)ex->data)[i] = (int32_t)((i * 3) % E);
   /* the bytes of one expert's rows: its weight, and its scales when quantized */
-  double row_bytes = q4 ? (double)(N * K / 2 + N * (K / G) * 2) : (double)(N * K * 2);
+  double row_bytes = q4     ? (double)(N * K / 2 + N * (K / G) * 2)
+                     : gguf ? (double)(N * (K / fm->block) * fm->bytes)
+                            : (double)(N * K * 2);
   double active = (double)(b * K_TOP) * row_bytes;
   simt_access_stats w, sc = {0};
   bool ok = moved_bytes(&p, &e, &bufs, param_index(&p, &bufs, 1), &w);
@@ -139,7 +174,11 @@ static void check_case(const char *scheme, bool gated, int64_t b) {
            moved = (double)(w.moved + sc.moved) / active;
     printf("%s: the lanes ask for %.3f x the active experts' bytes (%.0f: %lld tokens x %d "
            "experts%s), the warps move %.3f x in 32-byte sectors\n",
-           what, used, active, (long long)b, K_TOP, q4 ? ", weight and scales" : "", moved);
+           what, used, active, (long long)b, K_TOP,
+           q4     ? ", weight and scales"
+           : gguf ? ", blocks"
+                  : "",
+           moved);
     /* fewer bytes asked than the chosen experts' rows hold: some were not read (a wrong
      * product, which test_moe would see too); more sectors moved than MAX_RATIO times them: the
      * kernel reads more than the active parameters (other experts' rows, or the same bytes
@@ -147,7 +186,13 @@ static void check_case(const char *scheme, bool gated, int64_t b) {
     if (used < 1) {
       rxk_fail(&st, "%s: the lanes ask for %.3f x the active experts' bytes (expected at least 1)",
                what, used);
+    } else if (moved <= MAX_RATIO && fm->xfail) {
+      rxk_fail(&st, "%s: moves %.3f x, at most %.1f: an expected failure passes (remove it: %s)",
+               what, moved, MAX_RATIO, fm->xfail);
     } else if (moved <= MAX_RATIO) {
+      st.passed++;
+    } else if (fm->xfail) {
+      printf("  expected failure: %s\n", fm->xfail);
       st.passed++;
     } else {
       rxk_fail(&st, "%s: the warps move %.3f x the active experts' bytes (expected at most %.1f)",
@@ -162,9 +207,10 @@ int main(int argc, char **argv) {
   rxk_oneop_main_begin(argc, argv, &filter, &vk);
   static const int64_t batches[] = {1, 3};
   for (size_t i = 0; i < RX_ARRAY_LEN(batches); i++)
-    for (int q = 0; q < 2; q++)
+    for (size_t f = 0; f < RX_ARRAY_LEN(FORMATS); f++)
       for (int gated = 1; gated >= 0; gated--)
-        check_case(q ? "q4f16_g32" : NULL, gated, batches[i]);
+        if (!FORMATS[f].xfail || batches[i] == 1) /* the expected failures once */
+          check_case(&FORMATS[f], gated, batches[i]);
   int rc = rxk_oneop_main_end(&st, &vk, "test_moe_bytes");
   return rc ? rc : st.skipped && !st.passed ? 77 : 0;
 }
