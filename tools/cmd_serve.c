@@ -17,7 +17,8 @@
 
 typedef struct serve_cli {
   const char *model, *host, *device, *name;
-  long long port, max_batch, kv_capacity, max_seq_len;
+  long long port, max_batch, kv_capacity, max_seq_len, prefill_chunk;
+  bool prefix_cache;
   bool max_batch_given; /* --max-batch was on the command line: refused past the artifact's */
   /* the limits (server.h's RX_SERVE_* defaults when absent, 0 here) */
   long long idle_s, read_s, deadline_s, max_conns, per_ip, max_queue;
@@ -34,6 +35,8 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
   g->max_batch = 8;
   g->kv_capacity = 8192;
   g->shutdown_s = SHUTDOWN_TIMEOUT_S;
+  g->prefix_cache = true;
+  g->prefill_chunk = 512;
   rx_cli_args it = cli_begin(cmd, argc, argv);
   while (cli_next(&it)) {
     const char *f = it.flag;
@@ -74,6 +77,12 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
       rc = cli_int_option(&it, 0, 86400, &g->shutdown_s);
     } else if (!strcmp(f, "--max-seq-len")) {
       rc = cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
+    } else if (!strcmp(f, "--prefill-chunk")) {
+      rc = cli_int_option(&it, 0, 1 << 30, &g->prefill_chunk);
+    } else if (!strcmp(f, "--prefix-cache")) {
+      if (strcmp(it.value, "on") && strcmp(it.value, "off"))
+        return cli_usage_error(cmd, "--prefix-cache takes on or off, got '%s'", it.value);
+      g->prefix_cache = !strcmp(it.value, "on");
     } else {
       return cli_unhandled(&it);
     }
@@ -169,7 +178,9 @@ int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
                           .max_connections = (int)g.max_conns,
                           .max_connections_per_ip = (int)g.per_ip,
                           .max_queue = g.max_queue,
-                          .api_key = g.api_key};
+                          .api_key = g.api_key,
+                          .prefix_cache = g.prefix_cache,
+                          .prefill_chunk = g.prefill_chunk};
   rx_server *srv = NULL;
   s = serve_server_start(m, &so, &srv);
   if (s) {

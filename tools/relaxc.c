@@ -249,6 +249,14 @@ static const rx_cli_flag serve_flags[] = {
      "the longest sequence (prompt and new tokens), at most the artifact's; default: the "
      "artifact's",
      NULL},
+    {"--prefix-cache", NULL, "on|off",
+     "keep the KV pages of prompts and start a request whose prompt begins the same from them "
+     "(prefilling only the rest); default: on",
+     NULL},
+    {"--prefill-chunk", NULL, "N",
+     "prefill at most N prompt tokens per step, beside the decode of running requests, so a long "
+     "prompt does not stall the streams (0: whole prompts at once); default: 512",
+     NULL},
     {"--model-name", NULL, "NAME",
      "the name requests' \"model\" must match; default: the file's name without .rxm", NULL},
     {"--device", NULL, "D",

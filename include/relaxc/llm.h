@@ -281,7 +281,10 @@ RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *pr
  *      does not fit yet waits (later ones wait behind it, so none starves);
  *   2. the prompts of the requests admitted (up to max_prefills per step) prefilled together in
  *      one packed rx_llm_prefill_batch (no padding; split by the artifact's token bound), then
- *      the first token of each is sampled;
+ *      the first token of each is sampled; with prefix_cache, a request starts from the cached
+ *      whole pages of its prompt's longest cached prefix and prefills only the rest; with
+ *      prefill_chunk, at most that many prompt tokens go in per step (a request samples its
+ *      first token in the step its prompt is all in);
  *   3. one rx_llm_decode over every running request (sequences of different lengths), and a
  *      token sampled for each.
  * A request ends as rx_llm_generate's loop does: at an end-of-sequence token, after max_tokens,
@@ -302,6 +305,17 @@ typedef struct rx_llm_batcher_options {
   int64_t max_prefills; /* requests admitted (and prefilled together) per step; 0: as many as
                            fit */
   int64_t seq_base;     /* the model sequence ids used: seq_base + slot (default 0) */
+  /* prefix caching (docs/llm.md "Prefix caching"): the full KV pages of prompts are kept in a
+   * radix tree of token prefixes after their prefill; a request whose prompt begins with cached
+   * pages starts from them (shared, never written) and prefills only the rest; pages no request
+   * holds are evicted by least recent use when the cache needs pages (admission counts them as
+   * free). false: off, every prompt prefilled whole */
+  bool prefix_cache;
+  /* chunked prefill: at most this many prompt tokens prefilled per step (over all requests in
+   * prefill, oldest first), beside the decode of the running ones, so a long prompt does not
+   * stall other streams; a request samples its first token when its whole prompt is in. 0: off,
+   * each admitted prompt prefilled whole in its first step */
+  int64_t prefill_chunk;
 } rx_llm_batcher_options;
 
 typedef enum rx_llm_request_state {
@@ -320,7 +334,8 @@ typedef struct rx_llm_request_info {
   const int32_t *ids; /* the new tokens so far (borrowed until the next call on the batcher) */
   size_t count;
   size_t prompt_tokens;
-  const char *error; /* FAILED: the message (borrowed likewise); else NULL */
+  const char *error;    /* FAILED: the message (borrowed likewise); else NULL */
+  size_t cached_tokens; /* prompt tokens taken from the prefix cache (not prefilled) */
 } rx_llm_request_info;
 
 typedef struct rx_llm_batcher_stats {
@@ -336,6 +351,9 @@ typedef struct rx_llm_batcher_stats {
   int64_t new_tokens;    /* tokens sampled over all requests */
   int64_t waiting, running, finished; /* requests now (finished: not yet released) */
   double prefill_ms, decode_ms;       /* wall clock in prefill and in decode (synchronized) */
+  int64_t cached_tokens; /* prompt tokens taken from the prefix cache, over all requests */
+  int64_t pages_cached;  /* KV pages the prefix cache holds now */
+  int64_t pages_evicted; /* KV pages evicted from the prefix cache */
 } rx_llm_batcher_stats;
 
 /* o may be NULL (defaults). max_batch is capped by the model's max_batch and the cache's
@@ -365,6 +383,11 @@ RX_API rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id,
 /* Forgets a request (cancelling it first if it has not ended); its id becomes unknown. */
 RX_API rx_status rx_llm_batcher_release(rx_llm_batcher *b, int64_t id);
 RX_API rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b);
+
+/* ---- prefix cache ---- */
+/* Evicts every page of the prefix cache that no request holds; returns how many (0 without a
+ * prefix cache). Not from a callback. */
+RX_API int64_t rx_llm_batcher_clear_cache(rx_llm_batcher *b);
 
 /* ---- chat templates ----
  * A model's Jinja chat template (tokenizer_config.json's chat_template, or GGUF's

@@ -10,10 +10,23 @@
  * is admitted when the cache's free pages, less what the running requests have reserved but not
  * taken yet, cover its reservation; so a decode never finds the cache full and nothing has to be
  * preempted. The price is admitting fewer requests than an optimistic policy would when most end
- * early at EOS. */
+ * early at EOS.
+ *
+ * Prefix caching (prefix_cache.c): a request starts its sequence at admission from the longest
+ * cached prefix of its prompt in whole pages (at most prompt - 1 tokens, so one token is always
+ * prefilled for the first logits), and after each prefill the full pages of what it has prefilled
+ * go into the tree. Pages only the tree holds count as free for admission and are evicted, least
+ * recently used first, just before a forward needs them. A request whose prompt shares more
+ * whole pages with a request still in prefill than the tree holds waits for that prefill (so n
+ * identical prompts prefill once, the others start from its pages the next step).
+ *
+ * Chunked prefill: the prompt tokens prefilled per step are capped (prefill_chunk), oldest
+ * request first; a request in prefill is not decoded, and samples its first token in the step its
+ * last prompt token goes in. */
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
 #include "runtime/llm/kv_cache.h"
+#include "runtime/llm/prefix_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +42,8 @@ typedef struct request {
   rx_detokenizer *detok;
   int64_t reserve; /* KV pages reserved from admission to the end */
   int64_t slot;    /* running: the sequence is seq_base + slot; else -1 */
+  size_t done;     /* running: prompt tokens in its sequence (cached and prefilled) */
+  size_t cached;   /* prompt tokens taken from the prefix cache */
   int32_t next;    /* running: the token the next decode appends */
   char *error;     /* FAILED: the message */
 } request;
@@ -50,6 +65,10 @@ struct rx_llm_batcher {
   size_t cappacked;
   bool in_step;
   rx_llm_batcher_stats st;
+  rx_kv_cache *kv;
+  llm_prefix_cache *pc; /* NULL: prefix caching off */
+  int32_t *match;       /* pages_of(max_seq_len): the pages of a prefix match */
+  int64_t prefill_chunk;
 };
 
 static double now_ms(void) {
@@ -73,13 +92,14 @@ rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o
   int64_t cap = rx_llm_model_max_batch(m), seqs = rx_llm_model_max_sequences(m);
   if (seqs < cap) cap = seqs;
   int64_t mb = o->max_batch > 0 && o->max_batch < cap ? o->max_batch : cap;
-  if (o->max_batch < 0 || o->max_prefills < 0 || o->seq_base < 0 ||
+  if (o->max_batch < 0 || o->max_prefills < 0 || o->seq_base < 0 || o->prefill_chunk < 0 ||
       o->seq_base > INT64_MAX - 1 - mb)
     return base_status_make(RX_ERR_INVALID,
-                            "rx_llm_batcher_create: max_batch %lld, max_prefills %lld and seq_base "
-                            "%lld must not be negative, and seq_base + max_batch below INT64_MAX",
+                            "rx_llm_batcher_create: max_batch %lld, max_prefills %lld, seq_base "
+                            "%lld and prefill_chunk %lld must not be negative, and seq_base + "
+                            "max_batch below INT64_MAX",
                             (long long)o->max_batch, (long long)o->max_prefills,
-                            (long long)o->seq_base);
+                            (long long)o->seq_base, (long long)o->prefill_chunk);
   rx_llm_batcher *b = calloc(1, sizeof *b);
   if (!b) return oom("a batcher");
   b->m = m;
@@ -95,7 +115,15 @@ rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o
   b->ids = malloc((size_t)mb * sizeof *b->ids);
   b->rows = malloc((size_t)mb * sizeof *b->rows);
   b->counts = malloc((size_t)mb * sizeof *b->counts);
-  if (!b->slots || !b->logits || !b->seqs || !b->ids || !b->rows || !b->counts) {
+  b->kv = llm_model_kv(m);
+  b->prefill_chunk = o->prefill_chunk;
+  bool pc_ok = true;
+  if (o->prefix_cache) {
+    b->pc = llm_prefix_new(b->kv);
+    b->match = malloc((size_t)pages_of(b->max_seq_len) * sizeof *b->match);
+    pc_ok = b->pc && b->match;
+  }
+  if (!b->slots || !b->logits || !b->seqs || !b->ids || !b->rows || !b->counts || !pc_ok) {
     rx_llm_batcher_free(b);
     return oom("a batcher's tables");
   }
@@ -157,6 +185,8 @@ void rx_llm_batcher_free(rx_llm_batcher *b) {
     if (b->reqs[i]->slot >= 0) rx_llm_model_reset(b->m, b->seq_base + b->reqs[i]->slot);
     free_request(b->reqs[i]);
   }
+  llm_prefix_free(b->pc); /* after the sequences: what they shared is the tree's alone now */
+  free(b->match);
   free(b->reqs);
   free(b->slots);
   free(b->logits);
@@ -282,70 +312,143 @@ static void take_token(rx_llm_batcher *b, request *r, const float *logits) {
     r->next = id;
 }
 
-/* Whether r may start now: a slot, a cache sequence and its KV pages free (pending: requests
- * admitted in this step whose sequences the cache does not hold yet). */
-static bool fits(const rx_llm_batcher *b, const request *r, int64_t pending) {
+/* Evicts cached pages until need pages are free (the reservations guarantee enough can be). */
+static void make_room(rx_llm_batcher *b, int64_t need) {
+  int64_t free_pages = rx_llm_model_kv_free_tokens(b->m) / RX_KV_PAGE;
+  if (b->pc && free_pages < need) llm_prefix_evict(b->pc, need - free_pages);
+}
+
+/* Whether r may start now from the m cached pages b->match: a slot, a cache sequence and the
+ * rest of its KV pages free (the prefix cache's pages that no request holds count as free, but
+ * not those r itself would take from it). */
+static bool fits(const rx_llm_batcher *b, const request *r, int64_t m) {
   if (b->running >= b->max_batch ||
-      rx_llm_model_sequences(b->m) + pending >= rx_llm_model_max_sequences(b->m))
+      rx_llm_model_sequences(b->m) >= rx_llm_model_max_sequences(b->m))
     return false;
   int64_t owed = 0; /* pages the running requests reserved and have not taken yet */
   for (int64_t i = 0; i < b->max_batch; i++)
     if (b->slots[i])
       owed += b->slots[i]->reserve - pages_of(rx_llm_model_seq_len(b->m, b->seq_base + i));
-  return rx_llm_model_kv_free_tokens(b->m) / RX_KV_PAGE - owed >= r->reserve;
+  int64_t avail = rx_llm_model_kv_free_tokens(b->m) / RX_KV_PAGE - owed;
+  if (b->pc) {
+    avail += llm_prefix_evictable(b->pc);
+    for (int64_t k = 0; k < m; k++) avail -= llm_kv_cache_page_refs(b->kv, b->match[k]) == 1;
+  }
+  return avail >= r->reserve - m;
 }
 
-/* Gives r a free slot (its prefill comes after, with the others admitted in the step). */
-static void start(rx_llm_batcher *b, request *r) {
+/* Whether a request still in prefill shares more whole pages of r's prompt than the m cached:
+ * then r waits for them rather than prefill them again. */
+static bool waits_for_prefill(const rx_llm_batcher *b, const request *r, int64_t m) {
+  size_t most = (r->prompt - 1) / RX_KV_PAGE; /* the pages r could take from the cache */
+  for (int64_t i = 0; i < b->max_batch && (size_t)m < most; i++) {
+    const request *q = b->slots[i];
+    if (!q || q->done >= q->prompt) continue;
+    size_t c = 0;
+    while (
+        c < most && (c + 1) * RX_KV_PAGE <= q->prompt &&
+        !memcmp(r->hist + c * RX_KV_PAGE, q->hist + c * RX_KV_PAGE, RX_KV_PAGE * sizeof *r->hist))
+      c++;
+    if (c > (size_t)m) return true;
+  }
+  return false;
+}
+
+/* Gives r a free slot and its sequence, from the m cached pages b->match (its prefill comes
+ * after, with the others in prefill). */
+static void start(rx_llm_batcher *b, request *r, int64_t m) {
   int64_t slot = 0;
   while (b->slots[slot]) slot++;
   b->slots[slot] = r;
   b->running++;
   r->slot = slot;
   r->state = RX_LLM_REQUEST_RUNNING;
-  rx_llm_model_reset(b->m, b->seq_base + slot); /* a sequence left by someone else would be
-                                                   extended */
+  int64_t seq = b->seq_base + slot;
+  rx_llm_model_reset(b->m, seq); /* a sequence left by someone else would be extended */
+  if (m) llm_prefix_match(b->pc, r->hist, (size_t)m * RX_KV_PAGE, b->match, m, true);
+  rx_status s = llm_kv_cache_fork(b->kv, seq, b->match, m);
+  if (s) {
+    fail(b, r, base_status_annotate(s, "request %lld: admission", (long long)r->id));
+    return;
+  }
+  r->done = r->cached = (size_t)m * RX_KV_PAGE;
+  b->st.cached_tokens += (int64_t)r->cached;
+  b->st.prefill_rows++;
 }
 
-/* Prefills the k requests rows[0..k) alone, each (after a packed prefill of them failed: so
- * that only the requests at fault fail; the failed call appended nothing). */
+/* r's sequence took count more prompt tokens (logits: the last one's): the full pages go into
+ * the prefix cache, and r samples its first token when its whole prompt is in. */
+static void prefilled(rx_llm_batcher *b, request *r, size_t count, const float *logits) {
+  r->done += count;
+  b->st.prompt_tokens += (int64_t)count;
+  if (b->pc) {
+    const int32_t *pages = NULL;
+    llm_kv_cache_seq_pages(b->kv, b->seq_base + r->slot, &pages);
+    llm_prefix_insert(b->pc, r->hist, r->done, pages);
+  }
+  if (r->done == r->prompt) take_token(b, r, logits);
+}
+
+/* Prefills the k rows rows[0..k) alone, each (after a packed prefill of them failed: so that
+ * only the requests at fault fail; the failed call appended nothing). */
 static void prefill_each(rx_llm_batcher *b, int64_t k) {
   for (int64_t i = 0; i < k; i++) {
     request *r = b->rows[i];
+    size_t count = b->counts[i];
     double t0 = now_ms();
-    rx_status s = rx_llm_prefill(b->m, b->seq_base + r->slot, r->hist, r->prompt, b->logits);
+    rx_status s = rx_llm_prefill(b->m, b->seq_base + r->slot, r->hist + r->done, count, b->logits);
     b->st.prefill_ms += now_ms() - t0;
     b->st.prefills++;
     if (s)
       fail(b, r, base_status_annotate(s, "request %lld: prefill", (long long)r->id));
     else
-      take_token(b, r, b->logits);
+      prefilled(b, r, count, b->logits);
   }
 }
 
-/* The prompts of the k requests rows[0..k) in one packed prefill (rx_llm_prefill_batch splits
- * it by the artifact's token bound), then each one's first token. */
-static void prefill_admitted(rx_llm_batcher *b, int64_t k) {
+/* The rows of this step's prefill: the running requests whose prompt is not all in, oldest
+ * first, with at most prefill_chunk tokens in all (when chunked); their counts go to b->counts.
+ * Returns how many, and the tokens and fresh pages they need. */
+static int64_t plan_prefill(rx_llm_batcher *b, size_t *out_n, int64_t *out_pages) {
+  size_t budget = b->prefill_chunk > 0 ? (size_t)b->prefill_chunk : SIZE_MAX;
+  int64_t k = 0, pages = 0;
   size_t n = 0;
-  for (int64_t i = 0; i < k; i++) n += b->rows[i]->prompt;
-  b->st.prompt_tokens += (int64_t)n;
-  b->st.prefill_rows += k;
+  for (size_t i = 0; i < b->nreqs && budget; i++) {
+    request *r = b->reqs[i];
+    if (r->state != RX_LLM_REQUEST_RUNNING || r->done >= r->prompt) continue;
+    size_t count = r->prompt - r->done < budget ? r->prompt - r->done : budget;
+    budget -= count;
+    b->rows[k] = r;
+    b->seqs[k] = b->seq_base + r->slot;
+    b->counts[k++] = count;
+    n += count;
+    pages += pages_of((int64_t)(r->done + count)) - pages_of((int64_t)r->done);
+  }
+  *out_n = n;
+  *out_pages = pages;
+  return k;
+}
+
+/* One packed prefill of this step's rows (rx_llm_prefill_batch splits it by the artifact's token
+ * bound), then the first token of each whose prompt is all in; returns the rows. */
+static int64_t prefill_running(rx_llm_batcher *b) {
+  size_t n = 0;
+  int64_t pages = 0, k = plan_prefill(b, &n, &pages);
+  if (!k) return 0;
+  make_room(b, pages);
   if (n > b->cappacked) {
     int32_t *np = realloc(b->packed, n * sizeof *np);
     if (!np) { /* no room to pack them: one at a time */
       prefill_each(b, k);
-      return;
+      return k;
     }
     b->packed = np;
     b->cappacked = n;
   }
   size_t at = 0;
   for (int64_t i = 0; i < k; i++) {
-    request *r = b->rows[i];
-    memcpy(b->packed + at, r->hist, r->prompt * sizeof *r->hist);
-    at += r->prompt;
-    b->seqs[i] = b->seq_base + r->slot;
-    b->counts[i] = r->prompt;
+    memcpy(b->packed + at, b->rows[i]->hist + b->rows[i]->done, b->counts[i] * sizeof *b->packed);
+    at += b->counts[i];
   }
   double t0 = now_ms();
   rx_status s = rx_llm_prefill_batch(b->m, b->seqs, (size_t)k, b->packed, n, b->counts, b->logits);
@@ -359,22 +462,28 @@ static void prefill_admitted(rx_llm_batcher *b, int64_t k) {
          base_status_annotate(s, "request %lld: prefill", (long long)b->rows[0]->id));
   } else {
     for (int64_t i = 0; i < k; i++)
-      take_token(b, b->rows[i], b->logits + (size_t)i * (size_t)b->vocab);
+      prefilled(b, b->rows[i], b->counts[i], b->logits + (size_t)i * (size_t)b->vocab);
   }
+  return k;
 }
 
-/* Admits waiting requests in order while the oldest fits, then prefills them together; returns
+/* Admits waiting requests in order while the oldest fits (each from its cached prefix); returns
  * how many. */
 static int64_t admit_waiting(rx_llm_batcher *b) {
-  int64_t n = 0;
+  int64_t n = 0, most = pages_of(b->max_seq_len);
   for (size_t i = 0; i < b->nreqs; i++) {
     request *r = b->reqs[i];
     if (r->state != RX_LLM_REQUEST_WAITING) continue;
-    if ((b->max_prefills && n >= b->max_prefills) || !fits(b, r, n)) break;
-    start(b, r);
-    b->rows[n++] = r;
+    if (b->max_prefills && n >= b->max_prefills) break;
+    int64_t m = 0;
+    if (b->pc) {
+      m = llm_prefix_match(b->pc, r->hist, r->prompt - 1, b->match, most, false);
+      if (waits_for_prefill(b, r, m)) break;
+    }
+    if (!fits(b, r, m)) break;
+    start(b, r, m);
+    n++;
   }
-  if (n) prefill_admitted(b, n);
   return n;
 }
 
@@ -388,6 +497,9 @@ static int64_t decode_running(rx_llm_batcher *b) {
       b->ids[n++] = b->slots[i]->next;
     }
   if (!n) return 0;
+  int64_t pages = 0; /* sequences that start a page */
+  for (int64_t k = 0; k < n; k++) pages += rx_llm_model_seq_len(b->m, b->seqs[k]) % RX_KV_PAGE == 0;
+  make_room(b, pages);
   double t0 = now_ms();
   rx_status s = rx_llm_decode(b->m, b->seqs, b->ids, (size_t)n, b->logits);
   b->st.decode_ms += now_ms() - t0;
@@ -421,6 +533,7 @@ rx_status rx_llm_batcher_step(rx_llm_batcher *b, size_t *out_active) {
     return base_status_make(RX_ERR_INVALID, "rx_llm_batcher_step: called from a callback");
   b->in_step = true;
   int64_t work = admit_waiting(b);
+  work += prefill_running(b);
   work += decode_running(b);
   b->in_step = false;
   if (work) b->st.steps++;
@@ -476,6 +589,7 @@ rx_status rx_llm_batcher_poll(const rx_llm_batcher *b, int64_t id, rx_llm_reques
   out_info->ids = r->hist + r->prompt;
   out_info->count = r->nhist - r->prompt;
   out_info->prompt_tokens = r->prompt;
+  out_info->cached_tokens = r->cached;
   out_info->error =
       r->state == RX_LLM_REQUEST_FAILED ? (r->error ? r->error : "out of memory") : NULL;
   return NULL;
@@ -507,5 +621,14 @@ rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b) {
     else
       st.finished++;
   }
+  if (b->pc) {
+    st.pages_cached = llm_prefix_pages(b->pc);
+    st.pages_evicted = llm_prefix_evicted(b->pc);
+  }
   return st;
+}
+
+int64_t rx_llm_batcher_clear_cache(rx_llm_batcher *b) {
+  if (!b || !b->pc || b->in_step) return 0;
+  return llm_prefix_evict(b->pc, INT64_MAX);
 }

@@ -1,8 +1,11 @@
 /* runtime/llm/kv_cache.c: the paged KV cache (kv_cache.h). The page bookkeeping lives on the
- * host: a stack of free pages, and per sequence its page list; each forward's extend uploads the
- * small aux tensors the attention kernels read (page table, lengths, positions, slots). */
+ * host: a stack of free pages, a reference count per page, and per sequence its page list; each
+ * forward's extend uploads the small aux tensors the attention kernels read (page table, lengths,
+ * positions, slots). A page is free exactly when its count is zero: every sequence that lists it
+ * holds one reference, and so does the prefix cache (prefix_cache.c) for the pages it keeps. */
 #include "runtime/llm/kv_cache.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +26,7 @@ struct rx_kv_cache {
   rx_rt_value **pages; /* per layer: a tensor value */
   int32_t *free_pages; /* a stack */
   int64_t nfree;
+  int32_t *refs; /* per page: the sequences (and the prefix cache) holding it; 0: free */
   kv_seq *seqs;
   int64_t nseqs;
 };
@@ -34,6 +38,7 @@ static void kv_destroy(void *obj) {
   for (int64_t i = 0; i < c->nseqs; i++) rt_free(&c->alloc, c->seqs[i].pages);
   rt_free(&c->alloc, c->pages);
   rt_free(&c->alloc, c->free_pages);
+  rt_free(&c->alloc, c->refs);
   rt_free(&c->alloc, c->seqs);
   rx_rt_device *d = c->device;
   rx_rt_allocator a = c->alloc;
@@ -123,10 +128,12 @@ rx_status llm_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *arg
   kv->pages = rt_alloc(a, (size_t)layers * sizeof *kv->pages);
   kv->free_pages = rt_alloc(a, (size_t)kv->npages * sizeof *kv->free_pages);
   kv->seqs = rt_alloc(a, (size_t)max_seqs * sizeof *kv->seqs);
-  if (!kv->pages || !kv->free_pages || !kv->seqs) {
+  kv->refs = rt_alloc(a, (size_t)kv->npages * sizeof *kv->refs);
+  if (!kv->pages || !kv->free_pages || !kv->seqs || !kv->refs) {
     rx_rt_value_release(v);
     return rt_oom("a KV cache's tables", (size_t)kv->npages * 4);
   }
+  memset(kv->refs, 0, (size_t)kv->npages * sizeof *kv->refs);
   for (int64_t p = kv->npages - 1; p >= 1; p--) kv->free_pages[kv->nfree++] = (int32_t)p;
   int64_t shape[5] = {kv->npages, 2, heads, RX_KV_PAGE, dim};
   for (int64_t l = 0; l < layers && !s; l++) {
@@ -162,10 +169,23 @@ int64_t llm_kv_cache_length(const rx_kv_cache *c, int64_t id) {
   return q ? q->len : 0;
 }
 
+/* Drops one reference to page p; the last one frees it. */
+static void page_drop(rx_kv_cache *c, int32_t p) {
+  assert(p >= 1 && p < c->npages && c->refs[p] > 0);
+  if (--c->refs[p] == 0) c->free_pages[c->nfree++] = p;
+}
+
+/* Takes a free page (the caller checked that one is free). */
+static int32_t page_take(rx_kv_cache *c) {
+  int32_t p = c->free_pages[--c->nfree];
+  c->refs[p] = 1;
+  return p;
+}
+
 void llm_kv_cache_remove(rx_kv_cache *c, int64_t id) {
   kv_seq *q = find_seq(c, id);
   if (!q) return;
-  for (int64_t i = 0; i < q->npages; i++) c->free_pages[c->nfree++] = q->pages[i];
+  for (int64_t i = 0; i < q->npages; i++) page_drop(c, q->pages[i]);
   rt_free(&c->alloc, q->pages);
   *q = c->seqs[--c->nseqs];
 }
@@ -178,8 +198,61 @@ void llm_kv_cache_truncate(rx_kv_cache *c, int64_t id, int64_t len) {
     return;
   }
   int64_t keep = (len + RX_KV_PAGE - 1) / RX_KV_PAGE;
-  while (q->npages > keep) c->free_pages[c->nfree++] = q->pages[--q->npages];
+  while (q->npages > keep) page_drop(c, q->pages[--q->npages]);
   q->len = len;
+}
+
+/* ---- shared pages ---- */
+rx_status llm_kv_cache_fork(rx_kv_cache *c, int64_t id, const int32_t *pages, int64_t npages) {
+  if (id < 0 || find_seq(c, id) || npages < 0 || npages * RX_KV_PAGE > c->max_seq_len)
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_kv_fork: sequence %lld (held already, or a negative id) or %lld "
+                            "shared pages (more than a sequence's %lld tokens)",
+                            (long long)id, (long long)npages, (long long)c->max_seq_len);
+  if (c->nseqs >= c->max_seqs)
+    return base_status_make(
+        RX_ERR_INVALID,
+        "rx_kv_fork: sequence %lld does not fit: the cache holds %lld of at most "
+        "%lld sequences",
+        (long long)id, (long long)c->nseqs, (long long)c->max_seqs);
+  for (int64_t i = 0; i < npages; i++)
+    if (pages[i] < 1 || pages[i] >= c->npages || c->refs[pages[i]] < 1)
+      return base_status_make(
+          RX_ERR_INVALID, "rx_kv_fork: shared page %lld (at %lld) is not a page in use (1..%lld)",
+          (long long)pages[i], (long long)i, (long long)c->npages - 1);
+  int64_t cap = npages < 8 ? 8 : npages * 2;
+  int32_t *np = rt_alloc(&c->alloc, (size_t)cap * sizeof *np);
+  if (!np) return rt_oom("a page list", (size_t)cap * 4);
+  for (int64_t i = 0; i < npages; i++) {
+    np[i] = pages[i];
+    c->refs[pages[i]]++;
+  }
+  c->seqs[c->nseqs++] =
+      (kv_seq){.id = id, .len = npages * RX_KV_PAGE, .pages = np, .npages = npages, .cap = cap};
+  return NULL;
+}
+
+int64_t llm_kv_cache_seq_pages(const rx_kv_cache *c, int64_t id, const int32_t **out_pages) {
+  const kv_seq *q = find_seq(c, id);
+  *out_pages = q ? q->pages : NULL;
+  return q ? q->npages : 0;
+}
+
+void llm_kv_cache_page_retain(rx_kv_cache *c, int32_t page) {
+  assert(page >= 1 && page < c->npages && c->refs[page] > 0);
+  c->refs[page]++;
+}
+
+void llm_kv_cache_page_release(rx_kv_cache *c, int32_t page) { page_drop(c, page); }
+
+int32_t llm_kv_cache_page_refs(const rx_kv_cache *c, int32_t page) {
+  return page >= 1 && page < c->npages ? c->refs[page] : 0;
+}
+
+int64_t llm_kv_cache_refs_held(const rx_kv_cache *c) {
+  int64_t n = 0;
+  for (int64_t p = 1; p < c->npages; p++) n += c->refs[p];
+  return n;
 }
 
 int64_t llm_kv_cache_capacity(const rx_kv_cache *c) { return (c->npages - 1) * RX_KV_PAGE; }
@@ -313,7 +386,7 @@ static rx_status apply_extend(rx_kv_cache *kv, extend_plan *p) {
   }
   for (int64_t i = 0; i < p->b; i++) {
     kv_seq *q = p->seq[i];
-    for (int64_t k = 0; k < p->need[i]; k++) q->pages[q->npages++] = kv->free_pages[--kv->nfree];
+    for (int64_t k = 0; k < p->need[i]; k++) q->pages[q->npages++] = page_take(kv);
   }
   return NULL;
 }

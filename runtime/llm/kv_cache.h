@@ -71,4 +71,25 @@ int64_t llm_kv_cache_max_sequences(const rx_kv_cache *c);
 /* Device bytes the cache holds per token (all layers, keys and values). */
 int64_t llm_kv_cache_bytes_per_token(const rx_kv_cache *c);
 
+/* ---- shared pages (prefix caching, runtime/llm/prefix_cache.c) ----
+ * Every page has a reference count: each sequence listing it holds one, and so may other owners
+ * (the prefix cache); the last release frees it. Sharing is copy-on-write by construction: only
+ * whole pages are shared, and a sequence appends after its last token, so a forked sequence
+ * writes into fresh pages and never into a shared one (a partly filled page is never shared: the
+ * prefix is cut to whole pages). */
+/* Starts sequence id (not held, id >= 0) holding the npages full pages given (each in use, now
+ * one reference more), so its length is npages * RX_KV_PAGE; npages 0 starts it empty. Errors:
+ * the id held already, no room for another sequence, a page not in use. */
+rx_status llm_kv_cache_fork(rx_kv_cache *c, int64_t id, const int32_t *pages, int64_t npages);
+/* Sequence id's pages in order (*out_pages borrowed until the cache next changes), and how many
+ * (0 when unknown). */
+int64_t llm_kv_cache_seq_pages(const rx_kv_cache *c, int64_t id, const int32_t **out_pages);
+/* One reference more / less to a page in use (the last release frees it). */
+void llm_kv_cache_page_retain(rx_kv_cache *c, int32_t page);
+void llm_kv_cache_page_release(rx_kv_cache *c, int32_t page);
+/* A page's count (0: free). */
+int32_t llm_kv_cache_page_refs(const rx_kv_cache *c, int32_t page);
+/* The sum of all pages' counts (0 exactly when every page is free). */
+int64_t llm_kv_cache_refs_held(const rx_kv_cache *c);
+
 #endif

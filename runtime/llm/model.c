@@ -4,6 +4,7 @@
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
 #include "runtime/llm/kv_cache.h"
+#include "runtime/llm/prefix_cache.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -216,6 +217,7 @@ int32_t rx_llm_model_vocab_size(const rx_llm_model *m) { return m->vocab; }
 int64_t rx_llm_model_max_seq_len(const rx_llm_model *m) { return m->max_seq_len; }
 const char *rx_llm_model_device_name(const rx_llm_model *m) { return m->device_name; }
 rx_rt_device *rx_llm_model_device(const rx_llm_model *m) { return m->device; }
+rx_kv_cache *llm_model_kv(rx_llm_model *m) { return m->kv; }
 int64_t rx_llm_model_kv_bytes_per_token(const rx_llm_model *m) {
   return llm_kv_cache_bytes_per_token(m->kv);
 }

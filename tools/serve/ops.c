@@ -153,6 +153,14 @@ static void gauges_text(rx_strbuf *b, const serve_gauges *g) {
   scalar(b, "relaxc_batcher_decode_rows_max", "gauge", "The largest decode batch so far.",
          (double)s->max_rows);
   scalar(b, "relaxc_batcher_new_tokens_total", "counter", "Tokens sampled.", (double)s->new_tokens);
+  scalar(b, "relaxc_prefix_cache_tokens_total", "counter",
+         "Prompt tokens taken from the prefix cache instead of prefilled.",
+         (double)s->cached_tokens);
+  scalar(b, "relaxc_prefix_cache_pages", "gauge",
+         "KV pages the prefix cache holds now (counted in kv_pages_used; evictable when unshared).",
+         (double)s->pages_cached);
+  scalar(b, "relaxc_prefix_cache_evicted_pages_total", "counter",
+         "KV pages evicted from the prefix cache.", (double)s->pages_evicted);
   scalar(b, "relaxc_batcher_prefill_seconds_total", "counter", "Wall-clock time in prefill.",
          s->prefill_ms / 1e3);
   scalar(b, "relaxc_batcher_decode_seconds_total", "counter", "Wall-clock time in decode.",

@@ -74,8 +74,9 @@ typedef struct job {
   char *text; /* generated text so far */
   size_t len, cap;
   size_t completion_tokens;
-  const char *finish; /* "stop", "length" or NULL */
-  char *error;        /* the request failed: this message */
+  size_t cached_tokens; /* prompt tokens the prefix cache held */
+  const char *finish;   /* "stop", "length" or NULL */
+  char *error;          /* the request failed: this message */
   int error_status;
   /* the streaming response's own (the connection thread only) */
   size_t sent; /* bytes of text already in events */
@@ -317,6 +318,7 @@ static void reap(rx_server *s, active **list, bool all) {
     }
     pthread_mutex_lock(&s->lock);
     j->completion_tokens = st ? j->completion_tokens : info.count;
+    j->cached_tokens = st ? 0 : info.cached_tokens;
     bool stopped = info.state == RX_LLM_REQUEST_CANCELLED || info.state == RX_LLM_REQUEST_STOPPED;
     if (st) {
       job_end(s, j, 500, rx_status_message(st), NULL);
@@ -567,6 +569,8 @@ static cJSON *answer(rx_server *s, const job *j, const char *text, size_t len, c
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->count);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)j->completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(j->count + j->completion_tokens));
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens",
+                            (double)j->cached_tokens);
   }
   return root;
 }
@@ -1068,7 +1072,9 @@ rx_status serve_server_start(rx_llm_model *m, const rx_server_options *o, rx_ser
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->tick, NULL);
-  rx_llm_batcher_options bo = {.max_batch = opt.max_batch};
+  rx_llm_batcher_options bo = {.max_batch = opt.max_batch,
+                               .prefix_cache = opt.prefix_cache,
+                               .prefill_chunk = opt.prefill_chunk};
   st = rx_llm_batcher_create(m, &bo, &s->b);
   if (!st && pthread_create(&s->thread, NULL, scheduler, s))
     st = base_status_make(RX_ERR_INTERNAL, "cannot start the scheduler thread");

@@ -36,8 +36,10 @@ typedef struct rx_server_options {
   int max_connections;        /* connections at once (past it, new ones wait in the backlog) */
   int max_connections_per_ip; /* connections at once from one IPv4 address */
   int64_t max_queue;          /* requests waiting beyond the max_batch running ones */
-  const char *api_key; /* NULL: none; else every /v1 route needs "Authorization: Bearer KEY" (401
-                          otherwise); /health and /metrics stay open */
+  const char *api_key;   /* NULL: none; else every /v1 route needs "Authorization: Bearer KEY" (401
+                            otherwise); /health and /metrics stay open */
+  bool prefix_cache;     /* the batcher's prefix cache (rx_llm_batcher_options) */
+  int64_t prefill_chunk; /* the batcher's prompt tokens per step; 0: whole prompts */
 } rx_server_options;
 
 /* What the scheduler last saw (read under the server's lock). */
