@@ -49,6 +49,10 @@ set_tests_properties(serve.harness_fails PROPERTIES PASS_REGULAR_EXPRESSION
 # servers of its own for the timeouts and the shutdowns
 rx_serve_client_test(serve.client_ops client_ops.py --api-key relaxc-test-key-0123456789)
 
+# Prefix caching through the openai client: a repeated prompt reports its cached tokens in
+# usage.prompt_tokens_details and answers as it did uncached (runtime/llm/prefix_cache.c)
+rx_serve_client_test(serve.client_prefix client_prefix.py)
+
 # The load test: 256 concurrent streaming clients, some leaving mid-stream; every staying one gets
 # its single-run answer, and every KV page is free at the end. Label "load": CI may shard it off.
 rx_serve_client_test(serve.load client_load.py --max-batch 32 --max-queue 512 --max-connections 600
@@ -56,3 +60,4 @@ rx_serve_client_test(serve.load client_load.py --max-batch 32 --max-queue 512 --
 # seconds they take on lavapipe (ctest starts the longest first; tests/CMakeLists.txt's COST list)
 set_tests_properties(serve.load PROPERTIES COST 60)
 set_tests_properties(serve.client_ops PROPERTIES COST 25)
+set_tests_properties(serve.client_prefix PROPERTIES COST 25)
