@@ -7,7 +7,9 @@
  *   completion streamed joins to the non-streamed one's message;
  * - 4xx with a JSON error naming the problem for: malformed JSON, a prompt that is not a string, a
  *   temperature that is not a number, a prompt over the context, max_tokens over it, an unknown
- *   model, "stop", a GET of a POST endpoint, an unknown path;
+ *   model, a field the server does not implement ("suffix", "parallel_tool_calls"), five stop
+ *   strings, echo with logprobs, a logit_bias id outside the vocabulary, a GET of a POST
+ *   endpoint, an unknown path;
  * - a client that disconnects mid-stream cancels its request: the KV cache ends empty;
  * - load: 64 concurrent streaming clients (threads), each response complete and equal to the same
  *   prompt alone (greedy); throughput and latency percentiles printed (bench/RESULTS.md);
@@ -285,8 +287,18 @@ static void bad_requests(void) {
        "'max_tokens' is 1e+49, outside [1, 1e+15]"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"model\": \"gpt-9\"}", 404,
        "model 'gpt-9' not found"},
-      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"stop\": \"\\n\"}", 400,
-       "'stop' is not supported"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"suffix\": \"b\"}", 400,
+       "'suffix' is not supported"},
+      {"POST", "/v1/completions",
+       "{\"prompt\": \"a\", \"stop\": [\"1\", \"2\", \"3\", \"4\", \"5\"]}", 400,
+       "'stop' has 5 strings, more than 4"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logprobs\": 1, \"echo\": true}", 400,
+       "'echo' with 'logprobs' needs"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"99999999\": 1}}", 400,
+       "'logit_bias' names token 99999999"},
+      {"POST", "/v1/chat/completions",
+       "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"parallel_tool_calls\": true}",
+       400, "'parallel_tool_calls' is not supported"},
       {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": 1, \"content\": \"a\"}]}", 400,
        "messages[0] needs"},
       {"GET", "/v1/completions", NULL, 405, "takes POST"},
