@@ -570,8 +570,8 @@ static bool make_choices(rx_server *s, rx_serve_request *r, job *j) {
     char *t = NULL;
     size_t len = 0;
     if (p->ids) {
-      rx_status st =
-          rx_tokenizer_decode(rx_llm_model_tokenizer(s->m), p->ids, p->nids, 0, &t, &len);
+      rx_status st = rx_tokenizer_decode(rx_llm_model_tokenizer(s->m), p->ids, p->nids,
+                                         RX_TOKENIZER_SKIP_SPECIAL, &t, &len);
       rx_status_free(st);
       if (st) return false;
     }
