@@ -315,7 +315,8 @@ typedef struct rx_llm_generate_stats {
 } rx_llm_generate_stats;
 
 /* Generates from prompt (count ids) on sequence seq (reset first), stopping at an
- * end-of-sequence token, after max_tokens, at the model's max_seq_len, or when on_token says so.
+ * end-of-sequence token, after max_tokens, at the model's max_seq_len, at a stop string
+ * (stats.stopped_by_string), or when on_token says so.
  * The new ids go to out_ids (up to max_tokens; may be NULL). */
 RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
                                  const rx_llm_generate_params *p, int32_t *out_ids,

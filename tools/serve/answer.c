@@ -139,7 +139,7 @@ static cJSON *choice_json(const serve_answer *a, const serve_choice *c, size_t i
   cJSON_AddNumberToObject(o, "index", (double)index);
   if (a->chat) {
     cJSON *m = cJSON_AddObjectToObject(o, chunk ? "delta" : "message");
-    if (!chunk) cJSON_AddStringToObject(m, "role", "assistant");
+    if (!chunk || !c->role_sent) cJSON_AddStringToObject(m, "role", "assistant");
     if (!chunk || to > from)
       cJSON_AddItemToObject(m, "content", text_item(c->text + from, to - from));
   } else {
@@ -182,6 +182,7 @@ cJSON *serve_answer_chunk(const serve_answer *a, serve_choice *c, size_t index,
       arr, choice_json(a, c, index, true, c->sent, c->len, c->toks_sent, c->ntoks, finish));
   c->sent = c->len;
   c->toks_sent = c->ntoks;
+  c->role_sent = true;
   if (finish) c->finish_sent = true;
   return root;
 }

@@ -32,7 +32,7 @@ typedef struct serve_choice {
   size_t tok_offset; /* the next token's offset */
   /* a stream's progress */
   size_t sent, toks_sent;
-  bool finish_sent;
+  bool role_sent, finish_sent; /* chat: the first chunk's delta carries the role */
 } serve_choice;
 
 /* Appends text (false: out of memory). */
