@@ -53,7 +53,8 @@ typedef struct job {
   int refs;
   /* the request (written before it is queued, read-only after) */
   int32_t **pids; /* per prompt: its ids (pcount[i]) */
-  size_t *pcount, nprompts, prompt_tokens;
+  size_t *pcount, nprompts;
+  size_t count;                  /* the prompts' tokens, all together */
   rx_llm_generate_params params; /* the stop strings and logit_bias point into stop and bias */
   char *stop[RX_LLM_MAX_STOP];
   rx_logit_bias *bias;
@@ -69,6 +70,7 @@ typedef struct job {
   struct job *wake_next;       /* in the server's list of connections to resume */
   double last_event;           /* now_ms() of the stream's last event */
   serve_choice *ch;            /* nch choices (answer.h) */
+  size_t completion_tokens;    /* the choices' tokens, all together */
   size_t nch, remaining;       /* remaining: submitted and not ended */
   bool failing, stopped_any;   /* a choice failed (the others are cancelled); one was stopped */
   const char *finish;          /* "stop" once done normally (each choice has its own), or NULL */
@@ -200,6 +202,7 @@ static bool job_on_token(void *user, int32_t id, const char *text, size_t len) {
   bool go = !j->cancelled && !j->failing;
   if (go && len) go = serve_choice_append(&j->ch[cb->k], text, len);
   j->ch[cb->k].completion_tokens += id >= 0;
+  j->completion_tokens += id >= 0;
   if (len) wake(cb->s, j);
   pthread_mutex_unlock(&cb->s->lock);
   return go;
@@ -302,8 +305,7 @@ static const char *finish_reason(rx_llm_request_state st) {
 /* Under the lock: the last choice of j ended; j ends as its choices did (the first error, a
  * deadline, a cancel, or normally). */
 static void end_job(rx_server *s, job *j, bool all) {
-  size_t made = 0;
-  for (size_t k = 0; k < j->nch; k++) made += j->ch[k].completion_tokens;
+  size_t made = j->completion_tokens;
   if (j->error) {
     job_end(s, j, j->error_status, j->error, NULL);
   } else if (j->stopped_any && j->timed_out && !all) {
@@ -343,7 +345,9 @@ static void reap(rx_server *s, active **list, bool all) {
       continue;
     }
     pthread_mutex_lock(&s->lock);
-    c->completion_tokens = st ? c->completion_tokens : info.count;
+    size_t made = st ? c->completion_tokens : info.count;
+    j->completion_tokens += made - c->completion_tokens;
+    c->completion_tokens = made;
     c->ended = true;
     const char *err = st                                    ? rx_status_message(st)
                       : info.state == RX_LLM_REQUEST_FAILED ? info.error
@@ -553,7 +557,7 @@ static bool take_prompt(rx_server *s, struct MHD_Connection *c, rx_serve_request
   }
   j->pids[i] = ids;
   j->pcount[i] = n;
-  j->prompt_tokens += n;
+  j->count += n;
   return check_lengths(s, c, r, chat, n, max_tokens, ret);
 }
 
@@ -748,7 +752,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         cJSON_AddStringToObject(eo, "type", "server_error");
         ok = push_event(j, e, NULL);
       } else if (j->include_usage) {
-        ok = push_event(j, serve_answer_usage_chunk(&h, j->ch, j->nch, j->prompt_tokens), NULL);
+        ok = push_event(j, serve_answer_usage_chunk(&h, j->ch, j->nch, j->count), NULL);
       }
       ok = ok && push_event(j, NULL, "data: [DONE]\n\n");
       j->finished_stream = true;
@@ -841,7 +845,7 @@ static enum MHD_Result respond(rx_server *s, struct MHD_Connection *c, job *j) {
   }
   serve_answer h = answer_head(s, j);
   pthread_mutex_lock(&s->lock); /* done: nothing writes the choices now, but the lock says so */
-  cJSON *body = serve_answer_full(&h, j->ch, j->nch, j->prompt_tokens);
+  cJSON *body = serve_answer_full(&h, j->ch, j->nch, j->count);
   pthread_mutex_unlock(&s->lock);
   return send_json(c, 200, body);
 }
