@@ -323,7 +323,7 @@ static double logprobs(rx_sampler *s, int32_t vocab, int32_t id, int32_t ntop,
   lp->logprob = id >= 0 ? (float)(s->val[id] - lse) : 0;
   if (ntop > vocab) ntop = vocab;
   int32_t n = 0; /* insertion into the list kept best first */
-  for (int32_t i = 0; i < vocab; i++) {
+  for (int32_t i = 0; i < vocab && ntop > 0; i++) {
     if (n == ntop && !better(s->val, i, lp->top_ids[n - 1])) continue;
     int32_t at = n < ntop ? n++ : n - 1;
     while (at > 0 && better(s->val, i, lp->top_ids[at - 1])) {

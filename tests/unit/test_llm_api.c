@@ -185,7 +185,7 @@ static void penalties_and_logprobs(void) {
     if (!s || !r) return;
     rx_token_logprobs lp;
     int32_t id = -1, rid = -2;
-    int32_t ntop = (int32_t)rnd(RX_LLM_MAX_TOP_LOGPROBS + 1);
+    int32_t ntop = k % 4 == 2 ? 0 : (int32_t)rnd(RX_LLM_MAX_TOP_LOGPROBS + 1); /* 0 too */
     CHECK_OK(rx_sampler_sample_ex(s, logits, V, hist, PROMPT + GEN, PROMPT, ntop, &lp, &id));
     /* the same draw as a plain sampler on the reference's logits */
     CHECK_OK(rx_sampler_sample_ex(r, adjusted, V, hist, PROMPT + GEN, PROMPT, 0, NULL, &rid));
