@@ -149,7 +149,35 @@ typedef struct rx_sampler_params {
   float top_p;              /* in (0, 1]; 1: off */
   float repetition_penalty; /* > 0; 1: off */
   uint64_t seed;
+  /* OpenAI's penalties and logit_bias (rx_sampler_sample_ex), applied after the repetition
+   * penalty and before the temperature: each id's logit l becomes
+   * l - frequency_penalty * c - presence_penalty * (c > 0) + bias, c the id's count among the
+   * generated tokens (the history past the prompt). */
+  float presence_penalty;             /* in [-2, 2]; 0: off */
+  float frequency_penalty;            /* in [-2, 2]; 0: off */
+  const struct rx_logit_bias *biases; /* nbiases entries (copied by rx_sampler_create) */
+  size_t nbiases;
 } rx_sampler_params;
+
+/* A logit_bias entry: bias in [-100, 100] is added to the logit of id (an id listed twice: the
+ * last entry counts). */
+typedef struct rx_logit_bias {
+  int32_t id;
+  float bias;
+} rx_logit_bias;
+
+/* The log-probabilities of a sampled token (rx_sampler_sample_ex, on_token_info): the
+ * log-softmax of the logits after the repetition, presence and frequency penalties and the
+ * logit_bias, before the temperature, top-k and top-p (so they do not depend on how the token
+ * was drawn; greedy picks the most probable). */
+#define RX_LLM_MAX_TOP_LOGPROBS 20 /* OpenAI's limit of chat's top_logprobs */
+typedef struct rx_token_logprobs {
+  int32_t id;    /* the sampled token */
+  float logprob; /* its log-probability */
+  int32_t ntop;  /* entries of top: the most probable ids, most probable first (ties by id) */
+  int32_t top_ids[RX_LLM_MAX_TOP_LOGPROBS];
+  float top_logprobs[RX_LLM_MAX_TOP_LOGPROBS];
+} rx_token_logprobs;
 
 /* The defaults of transformers' GenerationConfig for sampling: temperature 1, top_k 50,
  * top_p 1, repetition_penalty 1, seed 0. */
@@ -161,6 +189,14 @@ RX_API rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler *
  * [0, vocab) is an RX_ERR_INVALID error. */
 RX_API rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
                                    const int32_t *history, size_t count, int32_t *out_id);
+/* rx_sampler_sample, where the history's first prompt ids are the prompt: the presence and
+ * frequency penalties count only the ids after them (rx_sampler_sample counts the whole history
+ * as generated). With out_lp (may be NULL), also the token's log-probabilities and its ntop
+ * (0..RX_LLM_MAX_TOP_LOGPROBS) most probable alternatives. A logit_bias id outside [0, vocab) is
+ * an RX_ERR_INVALID error. */
+RX_API rx_status rx_sampler_sample_ex(rx_sampler *s, const float *logits, int32_t vocab,
+                                      const int32_t *history, size_t count, size_t prompt,
+                                      int32_t ntop, rx_token_logprobs *out_lp, int32_t *out_id);
 /* Restarts the random sequence from seed. */
 RX_API void rx_sampler_reseed(rx_sampler *s, uint64_t seed);
 RX_API void rx_sampler_free(rx_sampler *s); /* NULL is fine */
@@ -255,16 +291,32 @@ typedef struct rx_llm_generate_params {
    * be empty); return false to stop. NULL: not called */
   bool (*on_token)(void *user, int32_t id, const char *text, size_t len);
   void *user;
+  /* Stop strings (copied at the call or submit): generation ends where the generated text
+   * first holds one of them (the occurrence that ends first; of those, the longest), matched on
+   * the detokenized text across token boundaries. The text on_token gets is held back while it
+   * could still be the start of a stop string, so no part of one is ever handed out; the text
+   * ends before the stop string (rx_stop_matcher). Up to RX_LLM_MAX_STOP non-empty strings. */
+  const char *const *stop;
+  size_t nstop;
+  /* called with each new token's log-probabilities (rx_token_logprobs, top_logprobs
+   * alternatives: 0..RX_LLM_MAX_TOP_LOGPROBS) before its on_token; the same user. NULL: not
+   * called, and none are computed */
+  void (*on_token_info)(void *user, const rx_token_logprobs *lp);
+  int32_t top_logprobs;
 } rx_llm_generate_params;
+
+#define RX_LLM_MAX_STOP 4 /* OpenAI's limit of stop strings */
 
 typedef struct rx_llm_generate_stats {
   size_t prompt_tokens, new_tokens;
   double prefill_ms, decode_ms; /* wall clock, synchronized */
   bool stopped_by_eos;
+  bool stopped_by_string; /* a stop string ended generation */
 } rx_llm_generate_stats;
 
 /* Generates from prompt (count ids) on sequence seq (reset first), stopping at an
- * end-of-sequence token, after max_tokens, at the model's max_seq_len, or when on_token says so.
+ * end-of-sequence token, after max_tokens, at the model's max_seq_len, at a stop string
+ * (stats.stopped_by_string), or when on_token says so.
  * The new ids go to out_ids (up to max_tokens; may be NULL). */
 RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
                                  const rx_llm_generate_params *p, int32_t *out_ids,
@@ -321,12 +373,13 @@ typedef struct rx_llm_batcher_options {
 typedef enum rx_llm_request_state {
   RX_LLM_REQUEST_WAITING = 0, /* submitted, not admitted yet */
   RX_LLM_REQUEST_RUNNING,
-  RX_LLM_REQUEST_EOS,       /* ended at an end-of-sequence token (the last id) */
-  RX_LLM_REQUEST_LENGTH,    /* ended after max_tokens */
-  RX_LLM_REQUEST_MAX_SEQ,   /* ended at the model's max_seq_len */
-  RX_LLM_REQUEST_STOPPED,   /* on_token returned false */
-  RX_LLM_REQUEST_CANCELLED, /* rx_llm_batcher_cancel */
-  RX_LLM_REQUEST_FAILED,    /* error holds the message */
+  RX_LLM_REQUEST_EOS,         /* ended at an end-of-sequence token (the last id) */
+  RX_LLM_REQUEST_LENGTH,      /* ended after max_tokens */
+  RX_LLM_REQUEST_MAX_SEQ,     /* ended at the model's max_seq_len */
+  RX_LLM_REQUEST_STOPPED,     /* on_token returned false */
+  RX_LLM_REQUEST_CANCELLED,   /* rx_llm_batcher_cancel */
+  RX_LLM_REQUEST_FAILED,      /* error holds the message */
+  RX_LLM_REQUEST_STOP_STRING, /* ended at a stop string (params.stop) */
 } rx_llm_request_state;
 
 typedef struct rx_llm_request_info {
@@ -388,6 +441,26 @@ RX_API rx_llm_batcher_stats rx_llm_batcher_get_stats(const rx_llm_batcher *b);
 /* Evicts every page of the prefix cache that no request holds; returns how many (0 without a
  * prefix cache). Not from a callback. */
 RX_API int64_t rx_llm_batcher_clear_cache(rx_llm_batcher *b);
+/* ---- stop strings: text held back while it may start one ----
+ * rx_llm_generate and the batcher use one per request; an app with its own loop may too. Text
+ * goes in a piece at a time (any split, whole UTF-8 characters or not) and comes out as the
+ * generated text cut before the first stop string: the occurrence that ends first, of those the
+ * longest (so the cut does not depend on how the text was split). What comes out never holds a
+ * byte of a stop string: a tail that could still begin one is held until it cannot (or until
+ * rx_stop_matcher_flush). */
+typedef struct rx_stop_matcher rx_stop_matcher;
+/* Copies the n strings (each non-empty, n <= RX_LLM_MAX_STOP; else RX_ERR_INVALID). */
+RX_API rx_status rx_stop_matcher_create(const char *const *stop, size_t n,
+                                        rx_stop_matcher **out_matcher);
+/* Adds len bytes; *out_text (borrowed until the next call on m) holds the *out_len bytes that
+ * are now sure to be output. Returns whether a stop string was found (the output then ends, and
+ * later pushes give nothing). */
+RX_API bool rx_stop_matcher_push(rx_stop_matcher *m, const char *text, size_t len,
+                                 const char **out_text, size_t *out_len);
+/* The end of the text: what is held comes out (none after a stop string). */
+RX_API void rx_stop_matcher_flush(rx_stop_matcher *m, const char **out_text, size_t *out_len);
+RX_API bool rx_stop_matcher_stopped(const rx_stop_matcher *m);
+RX_API void rx_stop_matcher_free(rx_stop_matcher *m); /* NULL is fine */
 
 /* ---- chat templates ----
  * A model's Jinja chat template (tokenizer_config.json's chat_template, or GGUF's

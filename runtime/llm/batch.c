@@ -40,12 +40,13 @@ typedef struct request {
   size_t nhist, prompt, cap;
   rx_sampler *sampler;
   rx_detokenizer *detok;
-  int64_t reserve; /* KV pages reserved from admission to the end */
-  int64_t slot;    /* running: the sequence is seq_base + slot; else -1 */
-  size_t done;     /* running: prompt tokens in its sequence (cached and prefilled) */
-  size_t cached;   /* prompt tokens taken from the prefix cache */
-  int32_t next;    /* running: the token the next decode appends */
-  char *error;     /* FAILED: the message */
+  rx_stop_matcher *stop; /* params.stop, or NULL */
+  int64_t reserve;       /* KV pages reserved from admission to the end */
+  int64_t slot;          /* running: the sequence is seq_base + slot; else -1 */
+  size_t done;           /* running: prompt tokens in its sequence (cached and prefilled) */
+  size_t cached;         /* prompt tokens taken from the prefix cache */
+  int32_t next;          /* running: the token the next decode appends */
+  char *error;           /* FAILED: the message */
 } request;
 
 struct rx_llm_batcher {
@@ -134,8 +135,10 @@ rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o
 static void drop_state(request *r) {
   rx_sampler_free(r->sampler);
   rx_detokenizer_free(r->detok);
+  rx_stop_matcher_free(r->stop);
   r->sampler = NULL;
   r->detok = NULL;
+  r->stop = NULL;
 }
 
 static void free_request(request *r) {
@@ -154,6 +157,12 @@ static void finish(rx_llm_batcher *b, request *r, rx_llm_request_state state) {
     const char *text = NULL;
     size_t len = 0;
     rx_status s = rx_detokenizer_flush(r->detok, &text, &len);
+    if (!s && r->stop) { /* the held text, less what a stop string cuts */
+      bool cut = rx_stop_matcher_push(r->stop, text, len, &text, &len);
+      if (cut && state != RX_LLM_REQUEST_EOS) state = RX_LLM_REQUEST_STOP_STRING;
+      if (len) r->p.on_token(r->p.user, -1, text, len);
+      rx_stop_matcher_flush(r->stop, &text, &len);
+    }
     if (!s && len) r->p.on_token(r->p.user, -1, text, len);
     rx_status_free(s);
   }
@@ -257,6 +266,10 @@ rx_status rx_llm_batcher_submit(rx_llm_batcher *b, const int32_t *prompt, size_t
   if (!s) s = rx_sampler_create(&p->sampling, &r->sampler);
   const rx_tokenizer *tok = rx_llm_model_tokenizer(b->m);
   if (!s && tok) s = rx_detokenizer_create(tok, RX_TOKENIZER_SKIP_SPECIAL, &r->detok);
+  if (!s && p->nstop) s = rx_stop_matcher_create(p->stop, p->nstop, &r->stop);
+  if (!s && (p->top_logprobs < 0 || p->top_logprobs > RX_LLM_MAX_TOP_LOGPROBS))
+    s = base_status_make(RX_ERR_INVALID, "rx_llm_batcher_submit: top_logprobs %d is not in [0, %d]",
+                         (int)p->top_logprobs, RX_LLM_MAX_TOP_LOGPROBS);
   if (s) {
     free_request(r);
     return s;
@@ -284,7 +297,9 @@ static bool push_hist(request *r, int32_t id) {
 /* Samples r's next token from its logits row and ends r where rx_llm_generate's loop stops. */
 static void take_token(rx_llm_batcher *b, request *r, const float *logits) {
   int32_t id = -1;
-  rx_status s = rx_sampler_sample(r->sampler, logits, b->vocab, r->hist, r->nhist, &id);
+  rx_token_logprobs lp;
+  rx_status s = rx_sampler_sample_ex(r->sampler, logits, b->vocab, r->hist, r->nhist, r->prompt,
+                                     r->p.top_logprobs, r->p.on_token_info ? &lp : NULL, &id);
   if (!s && !push_hist(r, id)) s = oom("a request's tokens");
   if (s) {
     fail(b, r, s);
@@ -298,10 +313,14 @@ static void take_token(rx_llm_batcher *b, request *r, const float *logits) {
     fail(b, r, s);
     return;
   }
+  bool cut = !eos && r->stop && rx_stop_matcher_push(r->stop, text ? text : "", len, &text, &len);
+  if (r->p.on_token_info) r->p.on_token_info(r->p.user, &lp);
   bool more = !r->p.on_token || r->p.on_token(r->p.user, id, text ? text : "", len);
   int64_t made = (int64_t)(r->nhist - r->prompt);
   if (eos)
     finish(b, r, RX_LLM_REQUEST_EOS);
+  else if (cut)
+    finish(b, r, RX_LLM_REQUEST_STOP_STRING);
   else if (!more)
     finish(b, r, RX_LLM_REQUEST_STOPPED);
   else if (made >= r->p.max_tokens)

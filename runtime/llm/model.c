@@ -391,12 +391,31 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* The text id adds (NULL, 0 without a tokenizer), and whether generation goes on. */
-static rx_status emit(const rx_llm_generate_params *p, rx_detokenizer *d, int32_t id, bool *go) {
+/* The text id adds (NULL, 0 without a tokenizer), less what the stop strings hold back or cut
+ (*cut), and whether generation goes on. */
+static rx_status emit(const rx_llm_generate_params *p, rx_detokenizer *d, rx_stop_matcher *stop,
+                      int32_t id, bool *go, bool *cut) {
   const char *text = NULL;
   size_t len = 0;
   if (d) RX_RETURN_IF_ERROR(rx_detokenizer_push(d, id, &text, &len));
+  if (d && stop) *cut = rx_stop_matcher_push(stop, text ? text : "", len, &text, &len);
   *go = !p->on_token || p->on_token(p->user, id, text ? text : "", len);
+  return NULL;
+}
+
+/* The end: what the detokenizer and then the stop matcher still hold goes to on_token. */
+static rx_status emit_rest(const rx_llm_generate_params *p, rx_detokenizer *d,
+                           rx_stop_matcher *stop, bool *cut) {
+  if (!d || !p->on_token) return NULL;
+  const char *text;
+  size_t len;
+  RX_RETURN_IF_ERROR(rx_detokenizer_flush(d, &text, &len));
+  if (stop) {
+    *cut = rx_stop_matcher_push(stop, text, len, &text, &len) || *cut;
+    if (len) p->on_token(p->user, -1, text, len);
+    rx_stop_matcher_flush(stop, &text, &len);
+  }
+  if (len) p->on_token(p->user, -1, text, len);
   return NULL;
 }
 
@@ -406,6 +425,8 @@ typedef struct gen_state {
   float *logits;
   rx_sampler *sampler;
   rx_detokenizer *detok;
+  rx_stop_matcher *stop; /* p->stop, or NULL */
+  size_t prompt;         /* the prompt's ids in hist */
 } gen_state;
 
 static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_params *p,
@@ -413,7 +434,11 @@ static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_pa
   double t0 = now_ms();
   for (int64_t i = 0; i < p->max_tokens; i++) {
     int32_t id;
-    RX_RETURN_IF_ERROR(rx_sampler_sample(g->sampler, g->logits, m->vocab, g->hist, g->nhist, &id));
+    rx_token_logprobs lp;
+    RX_RETURN_IF_ERROR(rx_sampler_sample_ex(g->sampler, g->logits, m->vocab, g->hist, g->nhist,
+                                            g->prompt, p->top_logprobs,
+                                            p->on_token_info ? &lp : NULL, &id));
+    if (p->on_token_info) p->on_token_info(p->user, &lp);
     g->hist[g->nhist++] = id;
     if (out_ids) out_ids[i] = id;
     st->new_tokens++;
@@ -422,18 +447,17 @@ static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_pa
       st->stopped_by_eos = true;
       go = false;
     }
-    bool more = true;
-    RX_RETURN_IF_ERROR(emit(p, st->stopped_by_eos ? NULL : g->detok, id, &more));
-    if (!go || !more || i + 1 >= p->max_tokens || llm_kv_cache_length(m->kv, seq) >= m->max_seq_len)
+    bool more = true, cut = false;
+    RX_RETURN_IF_ERROR(emit(p, st->stopped_by_eos ? NULL : g->detok, g->stop, id, &more, &cut));
+    st->stopped_by_string = cut;
+    if (!go || !more || cut || i + 1 >= p->max_tokens ||
+        llm_kv_cache_length(m->kv, seq) >= m->max_seq_len)
       break;
     RX_RETURN_IF_ERROR(rx_llm_decode(m, &seq, &id, 1, g->logits));
   }
-  if (g->detok && p->on_token) { /* what the detokenizer still holds */
-    const char *text;
-    size_t len;
-    RX_RETURN_IF_ERROR(rx_detokenizer_flush(g->detok, &text, &len));
-    if (len) p->on_token(p->user, -1, text, len);
-  }
+  bool cut = st->stopped_by_string;
+  RX_RETURN_IF_ERROR(emit_rest(p, g->detok, g->stop, &cut));
+  st->stopped_by_string = cut && !st->stopped_by_eos;
   st->decode_ms = now_ms() - t0;
   return NULL;
 }
@@ -452,9 +476,13 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
   rx_status s = g.hist && g.logits ? NULL : base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
   if (!s) s = rx_sampler_create(&p->sampling, &g.sampler);
   if (!s && m->tok) s = rx_detokenizer_create(m->tok, RX_TOKENIZER_SKIP_SPECIAL, &g.detok);
+  if (!s && p->nstop) s = rx_stop_matcher_create(p->stop, p->nstop, &g.stop);
+  if (!s && (p->top_logprobs < 0 || p->top_logprobs > RX_LLM_MAX_TOP_LOGPROBS))
+    s = base_status_make(RX_ERR_INVALID, "rx_llm_generate: top_logprobs %d is not in [0, %d]",
+                         (int)p->top_logprobs, RX_LLM_MAX_TOP_LOGPROBS);
   if (!s) {
     memcpy(g.hist, prompt, count * sizeof *prompt);
-    g.nhist = count;
+    g.nhist = g.prompt = count;
     st.prompt_tokens = count;
     double t0 = now_ms();
     s = rx_llm_prefill(m, seq, prompt, count, g.logits);
@@ -462,6 +490,7 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
   }
   if (!s) s = gen_loop(m, seq, p, &g, out_ids, &st);
   rx_detokenizer_free(g.detok);
+  rx_stop_matcher_free(g.stop);
   rx_sampler_free(g.sampler);
   free(g.hist);
   free(g.logits);

@@ -26,7 +26,9 @@ struct rx_sampler {
   double *w;                 /* per candidate id: its weight, e^(val - the largest val) */
   int32_t *cand;             /* the candidate ids */
   int32_t *heap;             /* top-k: the k best ids so far, worst on top */
-  size_t cap;                /* entries of the four arrays */
+  int32_t *count;            /* per id: its count among the generated ids (0 between calls) */
+  size_t cap;                /* entries of the five arrays */
+  rx_logit_bias *biases;     /* the params' logit_bias, owned */
   double mass[MASS_BUCKETS]; /* top-p: the weight of the candidates in each order of magnitude */
 };
 
@@ -105,7 +107,7 @@ static double exp_neg(double x) {
 
 /* ---- parameters ---- */
 rx_sampler_params rx_sampler_default_params(void) {
-  rx_sampler_params p = {1.0f, 50, 1.0f, 1.0f, 0};
+  rx_sampler_params p = {1.0f, 50, 1.0f, 1.0f, 0, 0, 0, NULL, 0};
   return p;
 }
 
@@ -121,6 +123,19 @@ static rx_status check_params(const rx_sampler_params *p) {
     return base_status_make(RX_ERR_INVALID,
                             "sampler: repetition_penalty %g is not a finite number > 0",
                             (double)p->repetition_penalty);
+  if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2) ||
+      !(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+    return base_status_make(RX_ERR_INVALID,
+                            "sampler: presence_penalty %g and frequency_penalty %g must be in "
+                            "[-2, 2]",
+                            (double)p->presence_penalty, (double)p->frequency_penalty);
+  if (p->nbiases && !p->biases) return base_status_make(RX_ERR_INVALID, "sampler: NULL biases");
+  for (size_t i = 0; i < p->nbiases; i++)
+    if (p->biases[i].id < 0 || !(p->biases[i].bias >= -100 && p->biases[i].bias <= 100))
+      return base_status_make(RX_ERR_INVALID,
+                              "sampler: logit_bias %zu: id %d must be >= 0 and bias %g in "
+                              "[-100, 100]",
+                              i, (int)p->biases[i].id, (double)p->biases[i].bias);
   return NULL;
 }
 
@@ -131,6 +146,11 @@ rx_status rx_sampler_create(const rx_sampler_params *params, rx_sampler **out_sa
   RX_RETURN_IF_ERROR(check_params(params));
   rx_sampler *s = base_calloc(1, sizeof *s);
   s->p = *params;
+  if (params->nbiases) {
+    s->biases = base_malloc(params->nbiases * sizeof *s->biases);
+    memcpy(s->biases, params->biases, params->nbiases * sizeof *s->biases);
+  }
+  s->p.biases = s->biases;
   rx_sampler_reseed(s, params->seed);
   *out_sampler = s;
   return NULL;
@@ -142,6 +162,8 @@ void rx_sampler_free(rx_sampler *s) {
   free(s->w);
   free(s->cand);
   free(s->heap);
+  free(s->count);
+  free(s->biases);
   free(s);
 }
 
@@ -193,18 +215,48 @@ static double kth_value(rx_sampler *s, int32_t vocab, size_t k) {
 }
 
 /* ---- sampling ---- */
+/* OpenAI's presence and frequency penalties over the generated ids history[prompt..count) (ids
+ * checked by the caller), then the logit_bias. */
+static rx_status penalize(rx_sampler *s, int32_t vocab, const int32_t *history, size_t count,
+                          size_t prompt) {
+  double fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
+  if ((fp != 0 || pp != 0) && prompt < count) {
+    for (size_t i = prompt; i < count; i++) s->count[history[i]]++;
+    for (size_t i = prompt; i < count; i++) {
+      int32_t id = history[i], c = s->count[id];
+      if (!c) continue; /* done at its first occurrence */
+      s->val[id] -= fp * c + pp;
+      s->count[id] = 0;
+    }
+  }
+  for (size_t i = 0; i < s->p.nbiases; i++)
+    if (s->p.biases[i].id >= vocab)
+      return base_status_make(RX_ERR_INVALID,
+                              "sampler: logit_bias names token %d, outside the vocabulary of %d",
+                              (int)s->p.biases[i].id, (int)vocab);
+  for (size_t i = s->p.nbiases; i-- > 0;) { /* the last entry of an id counts */
+    int32_t id = s->p.biases[i].id;
+    if (!s->count[id]) s->val[id] += s->p.biases[i].bias;
+    s->count[id] = 1;
+  }
+  for (size_t i = 0; i < s->p.nbiases; i++) s->count[s->p.biases[i].id] = 0;
+  return NULL;
+}
+
 static rx_status prepare(rx_sampler *s, const float *logits, int32_t vocab, const int32_t *history,
-                         size_t count) {
+                         size_t count, size_t prompt) {
   if ((size_t)vocab > s->cap) {
     free(s->val);
     free(s->w);
     free(s->cand);
     free(s->heap);
+    free(s->count);
     s->cap = (size_t)vocab;
     s->val = base_malloc(s->cap * sizeof *s->val);
     s->w = base_malloc(s->cap * sizeof *s->w);
     s->cand = base_malloc(s->cap * sizeof *s->cand);
     s->heap = base_malloc(s->cap * sizeof *s->heap);
+    s->count = base_calloc(s->cap, sizeof *s->count);
   }
   for (int32_t i = 0; i < vocab; i++) {
     if (isnan(logits[i]) || (isinf(logits[i]) && logits[i] > 0))
@@ -220,7 +272,7 @@ static rx_status prepare(rx_sampler *s, const float *logits, int32_t vocab, cons
     double l = logits[id]; /* from the logit itself: a repeated id is penalized once */
     if (penalty != 1) s->val[id] = l < 0 ? l * penalty : l / penalty;
   }
-  return NULL;
+  return penalize(s, vocab, history, count, prompt < count ? prompt : count);
 }
 
 /* Picks from the candidates (weights s->w, total mass) with one uniform draw. */
@@ -257,20 +309,59 @@ static size_t nucleus(rx_sampler *s, size_t n, double *total) {
   return keep;
 }
 
+/* The log-softmax of s->val (after the penalties and biases) for the chosen id and the ntop most
+ * probable ids (best first, ties by id). */
+static double logprobs(rx_sampler *s, int32_t vocab, int32_t id, int32_t ntop,
+                       rx_token_logprobs *lp) {
+  double max = -INFINITY, sum = 0;
+  for (int32_t i = 0; i < vocab; i++)
+    if (s->val[i] > max) max = s->val[i];
+  for (int32_t i = 0; i < vocab; i++) sum += exp(s->val[i] - max);
+  double lse = max + log(sum);
+  memset(lp, 0, sizeof *lp);
+  lp->id = id;
+  lp->logprob = id >= 0 ? (float)(s->val[id] - lse) : 0;
+  if (ntop > vocab) ntop = vocab;
+  int32_t n = 0; /* insertion into the list kept best first */
+  for (int32_t i = 0; i < vocab && ntop > 0; i++) {
+    if (n == ntop && !better(s->val, i, lp->top_ids[n - 1])) continue;
+    int32_t at = n < ntop ? n++ : n - 1;
+    while (at > 0 && better(s->val, i, lp->top_ids[at - 1])) {
+      lp->top_ids[at] = lp->top_ids[at - 1];
+      at--;
+    }
+    lp->top_ids[at] = i;
+  }
+  lp->ntop = n;
+  for (int32_t k = 0; k < n; k++) lp->top_logprobs[k] = (float)(s->val[lp->top_ids[k]] - lse);
+  return lse;
+}
+
 rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
                             const int32_t *history, size_t count, int32_t *out_id) {
+  return rx_sampler_sample_ex(s, logits, vocab, history, count, 0, 0, NULL, out_id);
+}
+
+rx_status rx_sampler_sample_ex(rx_sampler *s, const float *logits, int32_t vocab,
+                               const int32_t *history, size_t count, size_t prompt, int32_t ntop,
+                               rx_token_logprobs *out_lp, int32_t *out_id) {
   if (out_id) *out_id = -1;
-  if (!s || !logits || vocab <= 0 || (!history && count) || !out_id)
-    return base_status_make(RX_ERR_INVALID, "rx_sampler_sample: NULL argument or vocab <= 0");
-  RX_RETURN_IF_ERROR(prepare(s, logits, vocab, history, count));
+  if (!s || !logits || vocab <= 0 || (!history && count) || !out_id || ntop < 0 ||
+      ntop > RX_LLM_MAX_TOP_LOGPROBS)
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_sampler_sample: NULL argument, vocab <= 0 or ntop outside [0, %d]",
+                            RX_LLM_MAX_TOP_LOGPROBS);
+  RX_RETURN_IF_ERROR(prepare(s, logits, vocab, history, count, prompt));
   int32_t best = 0;
   for (int32_t i = 1; i < vocab; i++)
     if (s->val[i] > s->val[best]) best = i;
   if (isinf(s->val[best])) return base_status_make(RX_ERR_INVALID, "sampler: every logit is -inf");
   if (s->p.temperature == 0) { /* greedy */
     *out_id = best;
+    if (out_lp) logprobs(s, vocab, best, ntop, out_lp);
     return NULL;
   }
+  double lse = out_lp ? logprobs(s, vocab, -1, ntop, out_lp) : 0; /* before the temperature */
   double t = s->p.temperature, max = s->val[best] / t, threshold = -INFINITY;
   for (int32_t i = 0; i < vocab; i++) s->val[i] /= t;
   if (s->p.top_k > 0 && s->p.top_k < vocab) threshold = kth_value(s, vocab, (size_t)s->p.top_k);
@@ -284,5 +375,9 @@ rx_status rx_sampler_sample(rx_sampler *s, const float *logits, int32_t vocab,
   else if (threshold > -INFINITY)
     sort_best_first(s->val, s->cand, n);
   *out_id = draw(s, n, total);
+  if (out_lp) { /* the chosen id's, from its value before the temperature */
+    out_lp->id = *out_id;
+    out_lp->logprob = (float)(s->val[*out_id] * t - lse);
+  }
   return NULL;
 }

@@ -7,7 +7,8 @@
  * name), as the server does before it queues a request.
  *
  * What the server promises and the harness checks: a refusal has a status of 400, 404 or 405 and
- * a message; an accepted request has its fields in their documented ranges, a prompt of
+ * a message; an accepted request has its fields in their documented ranges (the OpenAI fields
+ * too: n, stop, logprobs, penalties, logit_bias, prompt lists and ids), a text prompt of
  * prompt_len bytes ending in a NUL terminator, NUL bytes inside it only where the body had a
  * "\u0000" escape or a raw NUL (a prompt is never cut at one, nor given one it did not have),
  * that written as a JSON string (serve_json_string, as answers write text) parses back to the
@@ -60,7 +61,35 @@ static void round_trip(const rx_serve_request *r) {
   free(body);
 }
 
+/* The OpenAI fields (request.c's known_fields) in their documented ranges, and each prompt of a
+ * list either text or ids. */
+static void check_fields(const rx_serve_request *r, bool may_have_nul) {
+  if (r->n < 1 || r->n > RX_SERVE_MAX_N || r->nstop > RX_LLM_MAX_STOP || r->top_logprobs < 0 ||
+      r->top_logprobs > RX_LLM_MAX_TOP_LOGPROBS || (r->echo && r->logprobs))
+    abort();
+  if (!(r->sp.presence_penalty >= -2 && r->sp.presence_penalty <= 2) ||
+      !(r->sp.frequency_penalty >= -2 && r->sp.frequency_penalty <= 2))
+    abort();
+  if (r->sp.nbiases != r->nbias || (r->nbias && r->sp.biases != r->logit_bias)) abort();
+  for (size_t i = 0; i < r->nbias; i++)
+    if (r->logit_bias[i].id < 0 || !(r->logit_bias[i].bias >= -100 && r->logit_bias[i].bias <= 100))
+      abort();
+  for (size_t i = 0; i < r->nstop; i++)
+    if (!r->stop[i] || !r->stop[i][0]) abort();
+  if (r->nprompts > RX_SERVE_MAX_PROMPTS || (int64_t)r->nprompts * r->n > RX_SERVE_MAX_CHOICES)
+    abort();
+  for (size_t i = 0; i < r->nprompts; i++) {
+    const rx_serve_prompt *p = &r->prompts[i];
+    if (!p->text == !p->ids || (p->ids && !p->nids)) abort();
+    for (size_t k = 0; p->ids && k < p->nids; k++)
+      if (p->ids[k] < 0) abort();
+    if (p->text && (p->text[p->len] != 0 || (!may_have_nul && memchr(p->text, 0, p->len)))) abort();
+  }
+}
+
 static void check_accepted(const rx_serve_request *r, bool may_have_nul) {
+  check_fields(r, may_have_nul);
+  if (!r->prompt && r->nprompts && r->prompts[0].ids) return; /* a prompt of ids */
   if (!r->prompt || r->prompt[r->prompt_len] != 0) abort();
   if (!may_have_nul && memchr(r->prompt, 0, r->prompt_len)) abort();
   if (!(r->sp.temperature >= 0 && r->sp.temperature <= 2)) abort();

@@ -53,6 +53,11 @@ rx_serve_client_test(serve.client_ops client_ops.py --api-key relaxc-test-key-01
 # usage.prompt_tokens_details and answers as it did uncached (runtime/llm/prefix_cache.c)
 rx_serve_client_test(serve.client_prefix client_prefix.py)
 
+# The API's fields through the openai client: stop strings (never leaked while streaming), n,
+# logprobs in each endpoint's shape, echo, prompt lists and token ids, include_usage, penalties,
+# logit_bias, seed, max_completion_tokens, and a 400 naming any field the server does not implement
+rx_serve_client_test(serve.client_api client_api.py TIMEOUT 300)
+
 # The load test: 256 concurrent streaming clients, some leaving mid-stream; every staying one gets
 # its single-run answer, and every KV page is free at the end. Label "load": CI may shard it off.
 rx_serve_client_test(serve.load client_load.py --max-batch 32 --max-queue 512 --max-connections 600
@@ -61,3 +66,4 @@ rx_serve_client_test(serve.load client_load.py --max-batch 32 --max-queue 512 --
 set_tests_properties(serve.load PROPERTIES COST 60)
 set_tests_properties(serve.client_ops PROPERTIES COST 25)
 set_tests_properties(serve.client_prefix PROPERTIES COST 25)
+set_tests_properties(serve.client_api PROPERTIES COST 90)

@@ -2,12 +2,16 @@
  * with the trained tiny Llama of tests/llm/models (kjv-llama, f32, --max-batch 16) on Vulkan
  * (lavapipe here), and a client of plain sockets (HTTP/1.0, so answers end at the close):
  *
+ * - the API's fields: two greedy choices streamed with a stop string, each the greedy text cut
+ *   before it, and include_usage's last chunk (rx_llm_generate with the stop string alike);
  * - a non-streaming greedy /v1/completions equals rx_llm_generate's text for the prompt; a
  *   streaming one's server-sent events join to the same text and end with "data: [DONE]"; a chat
  *   completion streamed joins to the non-streamed one's message;
  * - 4xx with a JSON error naming the problem for: malformed JSON, a prompt that is not a string, a
  *   temperature that is not a number, a prompt over the context, max_tokens over it, an unknown
- *   model, "stop", a GET of a POST endpoint, an unknown path;
+ *   model, a field the server does not implement ("suffix", "parallel_tool_calls"), five stop
+ *   strings, echo with logprobs, a logit_bias id outside the vocabulary, a GET of a POST
+ *   endpoint, an unknown path;
  * - a client that disconnects mid-stream cancels its request: the KV cache ends empty;
  * - load: 64 concurrent streaming clients (threads), each response complete and equal to the same
  *   prompt alone (greedy); throughput and latency percentiles printed (bench/RESULTS.md);
@@ -285,8 +289,18 @@ static void bad_requests(void) {
        "'max_tokens' is 1e+49, outside [1, 1e+15]"},
       {"POST", "/v1/completions", "{\"prompt\": \"a\", \"model\": \"gpt-9\"}", 404,
        "model 'gpt-9' not found"},
-      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"stop\": \"\\n\"}", 400,
-       "'stop' is not supported"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"suffix\": \"b\"}", 400,
+       "'suffix' is not supported"},
+      {"POST", "/v1/completions",
+       "{\"prompt\": \"a\", \"stop\": [\"1\", \"2\", \"3\", \"4\", \"5\"]}", 400,
+       "'stop' has 5 strings, more than 4"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logprobs\": 1, \"echo\": true}", 400,
+       "'echo' with 'logprobs' needs"},
+      {"POST", "/v1/completions", "{\"prompt\": \"a\", \"logit_bias\": {\"99999999\": 1}}", 400,
+       "'logit_bias' names token 99999999"},
+      {"POST", "/v1/chat/completions",
+       "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"parallel_tool_calls\": true}",
+       400, "'parallel_tool_calls' is not supported"},
       {"POST", "/v1/chat/completions", "{\"messages\": [{\"role\": 1, \"content\": \"a\"}]}", 400,
        "messages[0] needs"},
       {"GET", "/v1/completions", NULL, 405, "takes POST"},
@@ -811,6 +825,93 @@ static void connection_limits(rx_llm_model *m) {
   }
 }
 
+/* The text of choice `index` over a stream's events joined; *finish: that choice's last
+ * finish_reason ("" if none); *usage: the last event had no choices and a usage object. */
+static char *join_choice(const char *body, int index, char *finish, bool *usage) {
+  text t = {calloc(1, 1), 0};
+  *finish = 0;
+  *usage = false;
+  for (const char *p = body; p && *p;) {
+    const char *e = strstr(p, "\n\n");
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char *ev = n > 6 && !strncmp(p, "data: ", 6) ? strndup(p + 6, n - 6) : NULL;
+    cJSON *o = ev && strcmp(ev, "[DONE]") ? cJSON_Parse(ev) : NULL;
+    const cJSON *chs = cJSON_GetObjectItem(o, "choices"), *c;
+    if (o) *usage = !cJSON_GetArraySize(chs) && cJSON_IsObject(cJSON_GetObjectItem(o, "usage"));
+    cJSON_ArrayForEach(c, chs) {
+      if (cJSON_GetNumberValue(cJSON_GetObjectItem(c, "index")) != index) continue;
+      const cJSON *x = cJSON_GetObjectItem(c, "text"), *f = cJSON_GetObjectItem(c, "finish_reason");
+      if (cJSON_IsString(x)) collect(&t, 0, x->valuestring, strlen(x->valuestring));
+      if (cJSON_IsString(f)) snprintf(finish, 16, "%s", f->valuestring);
+    }
+    cJSON_Delete(o);
+    free(ev);
+    p = e ? e + 2 : NULL;
+  }
+  return t.s;
+}
+
+/* The API's fields through the server (tests/serve/client_api.py drives them all with the openai
+ * client): n = 2 greedy choices streamed with a stop string taken from the greedy answer, each
+ * the answer cut before it with finish_reason "stop", and stream_options.include_usage's last
+ * chunk; rx_llm_generate with the same stop string gives the same cut. */
+static void api_fields(rx_llm_model *m) {
+  size_t len = strlen(want[0]);
+  CHECK_MSG(len > 8, "the greedy answer '%s' is too short", want[0]);
+  if (len <= 8) return;
+  char stop[8] = {0};
+  memcpy(stop, want[0] + len / 2, 3);
+  size_t cut = (size_t)(strstr(want[0], stop) - want[0]); /* one stop string: its first place */
+  const char *stops[] = {stop};
+  int32_t *ids = NULL;
+  size_t n = 0;
+  text t = {calloc(1, 1), 0};
+  rx_llm_generate_stats st = {0};
+  if (ok_status(rx_tokenizer_encode(rx_llm_model_tokenizer(m), prompts[0], strlen(prompts[0]),
+                                    RX_TOKENIZER_ADD_SPECIAL, &ids, &n),
+                "encode")) {
+    rx_llm_generate_params p = {.sampling = rx_sampler_default_params(),
+                                .max_tokens = MAXTOK,
+                                .on_token = collect,
+                                .user = &t,
+                                .stop = stops,
+                                .nstop = 1};
+    p.sampling.temperature = 0;
+    ok_status(rx_llm_generate(m, 0, ids, n, &p, NULL, &st), "generate with a stop string");
+    rx_llm_model_reset(m, 0);
+  }
+  CHECK_MSG(t.len == cut && !memcmp(t.s, want[0], cut) && st.stopped_by_string,
+            "rx_llm_generate with stop '%s': '%s', expected '%.*s' (stopped %d)", stop, t.s,
+            (int)cut, want[0], st.stopped_by_string);
+  free(t.s);
+  rx_llm_free(ids);
+  cJSON *o = cJSON_CreateObject(), *so;
+  cJSON_AddStringToObject(o, "prompt", prompts[0]);
+  cJSON_AddNumberToObject(o, "max_tokens", MAXTOK);
+  cJSON_AddNumberToObject(o, "temperature", 0);
+  cJSON_AddNumberToObject(o, "n", 2);
+  cJSON_AddBoolToObject(o, "stream", true);
+  cJSON_AddStringToObject(o, "stop", stop);
+  so = cJSON_AddObjectToObject(o, "stream_options");
+  cJSON_AddBoolToObject(so, "include_usage", true);
+  char *body = cJSON_PrintUnformatted(o), *out = NULL;
+  cJSON_Delete(o);
+  int status = http("POST", "/v1/completions", body, &out);
+  for (int i = 0; i < 2; i++) {
+    char finish[16];
+    bool usage = false;
+    char *got = out ? join_choice(out, i, finish, &usage) : NULL;
+    CHECK_MSG(status == 200 && got && strlen(got) == cut && !memcmp(got, want[0], cut) &&
+                  !strcmp(finish, "stop") && usage,
+              "n=2 with stop '%s', choice %d: status %d, '%s' (finish %s, usage %d), expected "
+              "'%.*s'",
+              stop, i, status, got ? got : "", finish, usage, (int)cut, want[0]);
+    free(got);
+  }
+  free(out);
+  free(body);
+}
+
 static void serve(rx_llm_model *m) {
   int64_t capacity = rx_llm_model_kv_capacity(m);
   for (int p = 0; p < NPROMPT; p++) want[p] = reference(m, prompts[p]);
@@ -821,6 +922,7 @@ static void serve(rx_llm_model *m) {
   port = serve_server_port(s);
   CHECK_MSG(port > 0, "the server's port is %d", port);
   basic();
+  api_fields(m);
   bad_requests();
   disconnect(s, m, capacity);
   nul_prompt(m);

@@ -89,7 +89,40 @@ static void refusals(void) {
       {"{\"prompt\": \"a\", \"seed\": -1e300}", false, 400, "seed", "outside"},
       {"{\"prompt\": \"a\", \"model\": \"gpt-9\"}", false, 404, "model", "model 'gpt-9' not found"},
       {"{\"prompt\": \"a\", \"stream\": 1}", false, 400, "stream", "a boolean"},
-      {"{\"prompt\": \"a\", \"stop\": \"\\n\"}", false, 400, "stop", "not supported"},
+      {"{\"prompt\": \"a\", \"stop\": 3}", false, 400, "stop", "a string or a list"},
+      {"{\"prompt\": \"a\", \"stop\": [\"\"]}", false, 400, "stop", "non-empty strings"},
+      {"{\"prompt\": \"a\", \"stop\": [\"a\", \"b\", \"c\", \"d\", \"e\"]}", false, 400, "stop",
+       "5 strings, more than 4"},
+      {"{\"prompt\": \"a\", \"suffix\": \"z\"}", false, 400, "suffix",
+       "'suffix' is not supported by relaxc serve's /v1/completions endpoint"},
+      {"{\"prompt\": \"a\", \"best_of\": 2}", false, 400, "best_of", "outside [1, 1]"},
+      {"{\"prompt\": \"a\", \"messages\": []}", false, 400, "messages", "not supported"},
+      {"{\"prompt\": \"a\", \"top_logprobs\": 2}", false, 400, "top_logprobs", "not supported"},
+      {"{\"prompt\": \"a\", \"n\": 17}", false, 400, "n", "outside [1, 16]"},
+      {"{\"prompt\": \"a\", \"logprobs\": 6}", false, 400, "logprobs", "outside [0, 5]"},
+      {"{\"prompt\": \"a\", \"logprobs\": 2, \"echo\": true}", false, 400, "echo",
+       "prefill gives only the last position's logits"},
+      {"{\"prompt\": \"a\", \"presence_penalty\": 2.5}", false, 400, "presence_penalty",
+       "outside [-2, 2]"},
+      {"{\"prompt\": \"a\", \"logit_bias\": {\"x\": 1}}", false, 400, "logit_bias",
+       "key 'x' is not a token id"},
+      {"{\"prompt\": \"a\", \"logit_bias\": {\"5\": 101}}", false, 400, "logit_bias",
+       "in [-100, 100]"},
+      {"{\"prompt\": \"a\", \"stream_options\": {\"include_usage\": true}}", false, 400,
+       "stream_options", "only allowed with 'stream': true"},
+      {"{\"prompt\": \"a\", \"stream\": true, \"stream_options\": {\"x\": 1}}", false, 400,
+       "stream_options", "'stream_options.x' is not supported"},
+      {"{\"prompt\": [1, -2]}", false, 400, "prompt", "not a token id"},
+      {"{\"prompt\": [[1], \"a\"]}", false, 400, "prompt", "item 1 is neither"},
+      {"{\"prompt\": []}", false, 400, "prompt", "0 prompts"},
+      {"{\"prompt\": [\"a\", \"b\"], \"n\": 16, \"x\": null}", true, 400, "prompt",
+       "not supported by relaxc serve's /v1/chat/completions"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_logprobs\": 2}", true, 400,
+       "top_logprobs", "needs 'logprobs': true"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"echo\": true}", true, 400,
+       "echo", "not supported"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"store\": true}", true, 400,
+       "store", "keeps nothing"},
       {"{\"messages\": []}", true, 400, "messages", "non-empty array"},
       {"{\"messages\": [{\"role\": 3}]}", true, 400, "messages", "messages[0] needs"},
       {"{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", true, 400, "messages",
@@ -120,6 +153,33 @@ static void refusals(void) {
   CHECK_MSG(ok && r.max_tokens == 5 && r.has_max_tokens && r.stream && r.sp.temperature == 0 &&
                 r.sp.top_p == 0.5f && r.sp.top_k == 3 && r.sp.seed == 9 && r.prompt_len == 2,
             "a good request: %s", ok ? "fields differ" : e.msg);
+  if (ok) serve_request_free(&r);
+  /* the OpenAI fields of a completions request: a list of id lists, n, stops, logprobs, ... */
+  static const char full[] =
+      "{\"prompt\": [[1, 2, 3], [4]], \"n\": 3, \"stop\": [\"x\", \"yz\"], \"logprobs\": 2, "
+      "\"presence_penalty\": 0.5, \"frequency_penalty\": -1, \"logit_bias\": {\"7\": -100, "
+      "\"9\": 2.5}, \"stream\": true, \"stream_options\": {\"include_usage\": true}, "
+      "\"user\": \"u\", \"best_of\": 1, \"suffix\": null}";
+  ok = serve_parse(full, sizeof full - 1, false, "kjv", NULL, &r, &e);
+  CHECK_MSG(ok && r.nprompts == 2 && r.prompts[0].nids == 3 && r.prompts[1].ids[0] == 4 &&
+                r.n == 3 && r.nstop == 2 && !strcmp(r.stop[1], "yz") && r.logprobs &&
+                r.top_logprobs == 2 && r.sp.presence_penalty == 0.5f &&
+                r.sp.frequency_penalty == -1 && r.sp.nbiases == 2 && r.sp.biases[0].id == 7 &&
+                r.sp.biases[0].bias == -100 && r.sp.biases[1].bias == 2.5f && r.include_usage &&
+                !r.has_seed,
+            "a full completions request: %s", ok ? "fields differ" : e.msg);
+  if (ok) serve_request_free(&r);
+  static const char strs[] = "{\"prompt\": [\"a\", \"bc\"], \"echo\": true, \"stop\": \"q\"}";
+  ok = serve_parse(strs, sizeof strs - 1, false, "kjv", NULL, &r, &e);
+  CHECK_MSG(ok && r.nprompts == 2 && r.prompts[1].len == 2 && r.echo && r.nstop == 1 && r.n == 1,
+            "a list of prompts: %s", ok ? "fields differ" : e.msg);
+  if (ok) serve_request_free(&r);
+  static const char chat[] = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                             "\"logprobs\": true, \"top_logprobs\": 20, "
+                             "\"max_completion_tokens\": 7, \"metadata\": {\"k\": \"v\"}}";
+  ok = serve_parse(chat, sizeof chat - 1, true, "kjv", NULL, &r, &e);
+  CHECK_MSG(ok && r.logprobs && r.top_logprobs == 20 && r.max_tokens == 7 && r.has_max_tokens,
+            "a chat request's fields: %s", ok ? "fields differ" : e.msg);
   if (ok) serve_request_free(&r);
 }
 

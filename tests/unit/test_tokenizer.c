@@ -552,7 +552,11 @@ static float rnd(void) { /* a test-local generator, uniform in [-4, 4) */
 
 static rx_sampler *sampler(float temperature, int32_t top_k, float top_p, float penalty,
                            uint64_t seed) {
-  rx_sampler_params p = {temperature, top_k, top_p, penalty, seed};
+  rx_sampler_params p = {.temperature = temperature,
+                         .top_k = top_k,
+                         .top_p = top_p,
+                         .repetition_penalty = penalty,
+                         .seed = seed};
   rx_sampler *s = NULL;
   rx_status st = rx_sampler_create(&p, &s);
   CHECK_MSG(!st, "sampler: %s", st ? rx_status_message(st) : "");
@@ -693,7 +697,11 @@ static void penalty(void) {
 
 static void sampler_errors(void) {
   static const rx_sampler_params bad[] = {
-      {-1, 0, 1, 1, 0}, {1, -1, 1, 1, 0}, {1, 0, 0, 1, 0}, {1, 0, 1.5f, 1, 0}, {1, 0, 1, 0, 0}};
+      {.temperature = -1, .top_p = 1, .repetition_penalty = 1},
+      {.temperature = 1, .top_k = -1, .top_p = 1, .repetition_penalty = 1},
+      {.temperature = 1, .top_p = 0, .repetition_penalty = 1},
+      {.temperature = 1, .top_p = 1.5f, .repetition_penalty = 1},
+      {.temperature = 1, .top_p = 1, .repetition_penalty = 0}};
   for (size_t i = 0; i < RX_ARRAY_LEN(bad); i++) {
     rx_sampler *s = (rx_sampler *)1;
     rx_status st = rx_sampler_create(&bad[i], &s);

@@ -97,6 +97,224 @@ static bool chat_prompt(const cJSON *root, const rx_chat_template *tmpl, rx_serv
   return true;
 }
 
+/* The fields relaxc serve knows (OpenAI's completions and chat references, and vLLM's top_k and
+ * chat_template_kwargs), each for the endpoints that take it: any other field that is not null,
+ * or one of these on the other endpoint, is a 400 naming it (never silently ignored). Fields
+ * that only describe the request (user, metadata) are accepted and change nothing. */
+enum { COMPL = 1, CHAT = 2, BOTH = 3 };
+static const struct {
+  const char *name;
+  int where;
+} known_fields[] = {
+    {"model", BOTH},
+    {"prompt", COMPL},
+    {"messages", CHAT},
+    {"stream", BOTH},
+    {"stream_options", BOTH},
+    {"max_tokens", BOTH},
+    {"max_completion_tokens", CHAT},
+    {"temperature", BOTH},
+    {"top_p", BOTH},
+    {"top_k", BOTH},
+    {"n", BOTH},
+    {"stop", BOTH},
+    {"seed", BOTH},
+    {"presence_penalty", BOTH},
+    {"frequency_penalty", BOTH},
+    {"logit_bias", BOTH},
+    {"logprobs", BOTH},
+    {"top_logprobs", CHAT},
+    {"echo", COMPL},
+    {"best_of", COMPL}, /* 1 only */
+    {"user", BOTH},
+    {"metadata", CHAT},
+    {"store", CHAT}, /* false only */
+    {"tools", CHAT},
+    {"chat_template_kwargs", CHAT},
+};
+
+static bool check_known(const cJSON *root, bool chat, rx_serve_error *e) {
+  for (const cJSON *f = root->child; f; f = f->next) {
+    if (cJSON_IsNull(f)) continue;
+    size_t i = 0, n = sizeof known_fields / sizeof *known_fields;
+    while (i < n && strcmp(known_fields[i].name, f->string)) i++;
+    if (i < n && known_fields[i].where & (chat ? CHAT : COMPL)) continue;
+    snprintf(e->param_buf, sizeof e->param_buf, "%s", f->string);
+    return refuse(e, e->param_buf, "'%s' is not supported by relaxc serve's %s endpoint", f->string,
+                  chat ? "/v1/chat/completions" : "/v1/completions");
+  }
+  return true;
+}
+
+static bool get_bool(const cJSON *root, const char *name, bool *out, rx_serve_error *e) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+  if (!v || cJSON_IsNull(v)) return true;
+  if (!cJSON_IsBool(v)) return refuse(e, name, "'%s' must be a boolean", name);
+  *out = cJSON_IsTrue(v);
+  return true;
+}
+
+/* 'stop': a string or a list of up to RX_LLM_MAX_STOP non-empty strings. */
+static bool parse_stop(const cJSON *root, rx_serve_request *r, rx_serve_error *e) {
+  const cJSON *stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
+  if (!stop || cJSON_IsNull(stop)) return true;
+  if (!cJSON_IsString(stop) && !cJSON_IsArray(stop))
+    return refuse(e, "stop", "'stop' must be a string or a list of strings");
+  int n = cJSON_IsString(stop) ? 1 : cJSON_GetArraySize(stop);
+  if (n > RX_LLM_MAX_STOP)
+    return refuse(e, "stop", "'stop' has %d strings, more than %d", n, RX_LLM_MAX_STOP);
+  for (int i = 0; i < n; i++) {
+    const cJSON *v = cJSON_IsString(stop) ? stop : cJSON_GetArrayItem(stop, i);
+    if (!cJSON_IsString(v) || !v->valuestring[0])
+      return refuse(e, "stop", "'stop' must hold non-empty strings (item %d is not one)", i);
+    r->stop[r->nstop++] = base_strdup(v->valuestring);
+  }
+  return true;
+}
+
+/* 'logit_bias': an object of token ids (as strings) to biases in [-100, 100]. */
+static bool parse_logit_bias(const cJSON *root, rx_serve_request *r, rx_serve_error *e) {
+  const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+  if (!lb || cJSON_IsNull(lb)) return true;
+  if (!cJSON_IsObject(lb))
+    return refuse(e, "logit_bias", "'logit_bias' must be an object of token ids to biases");
+  int n = cJSON_GetArraySize(lb);
+  r->logit_bias = base_calloc((size_t)n + 1, sizeof *r->logit_bias);
+  for (const cJSON *v = lb->child; v; v = v->next) {
+    char *endp = NULL;
+    long id = strtol(v->string, &endp, 10);
+    if (!v->string[0] || *endp || id < 0 || id > INT32_MAX)
+      return refuse(e, "logit_bias", "'logit_bias' key '%s' is not a token id", v->string);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= -100 && v->valuedouble <= 100))
+      return refuse(e, "logit_bias", "'logit_bias' of token %ld must be a number in [-100, 100]",
+                    id);
+    r->logit_bias[r->nbias++] = (rx_logit_bias){(int32_t)id, (float)v->valuedouble};
+  }
+  r->sp.biases = r->logit_bias;
+  r->sp.nbiases = r->nbias;
+  return true;
+}
+
+/* A list of token ids (item `at` of 'prompt', or -1 for 'prompt' itself). */
+static bool parse_ids(const cJSON *a, int at, rx_serve_prompt *p, rx_serve_error *e) {
+  int n = cJSON_GetArraySize(a);
+  if (!n) return refuse(e, "prompt", "'prompt' item %d is an empty list of token ids", at);
+  p->ids = base_malloc((size_t)n * sizeof *p->ids);
+  for (const cJSON *v = a->child; v; v = v->next) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= INT32_MAX) ||
+        v->valuedouble != (double)(int32_t)v->valuedouble)
+      return refuse(e, "prompt", "'prompt' holds %s that is not a token id (an integer >= 0)",
+                    cJSON_IsNumber(v) ? "a number" : "an item");
+    p->ids[p->nids++] = (int32_t)v->valuedouble;
+  }
+  return true;
+}
+
+/* 'prompt': a string, a list of strings, a list of token ids, or a list of lists of ids. */
+static bool parse_prompts(const cJSON *root, rx_serve_request *r, rx_serve_error *e) {
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+  const char *what = "'prompt' must be a string, a list of strings, a list of token ids or a "
+                     "list of lists of token ids";
+  if (!cJSON_IsString(p) && !cJSON_IsArray(p)) return refuse(e, "prompt", "%s", what);
+  bool ids = cJSON_IsArray(p) && cJSON_IsNumber(p->child);
+  int n = cJSON_IsString(p) || ids ? 1 : cJSON_GetArraySize(p);
+  if (n < 1 || n > RX_SERVE_MAX_PROMPTS)
+    return refuse(e, "prompt", "'prompt' has %d prompts; 1 to %d are served", n,
+                  RX_SERVE_MAX_PROMPTS);
+  r->prompts = base_calloc((size_t)n, sizeof *r->prompts);
+  r->nprompts = (size_t)n;
+  for (int i = 0; i < n; i++) {
+    const cJSON *v = cJSON_IsString(p) || ids ? p : cJSON_GetArrayItem(p, i);
+    rx_serve_prompt *q = &r->prompts[i];
+    if (cJSON_IsString(v)) {
+      if (cJSON_IsArray(p->child)) return refuse(e, "prompt", "%s (item %d is neither)", what, i);
+      q->text = base_strdup(v->valuestring);
+      q->len = strlen(q->text);
+    } else if (cJSON_IsArray(v) && !cJSON_IsString(p->child)) {
+      if (!parse_ids(v, i, q, e)) return false;
+    } else {
+      return refuse(e, "prompt", "%s (item %d is neither)", what, i);
+    }
+  }
+  if (r->prompts[0].text) {
+    r->prompt = r->prompts[0].text;
+    r->prompt_len = r->prompts[0].len;
+  }
+  return true;
+}
+
+/* logprobs, top_logprobs, echo and stream_options, each in its endpoint's shape. */
+static bool parse_outputs(const cJSON *root, bool chat, rx_serve_request *r, rx_serve_error *e) {
+  double x = -1;
+  if (chat) {
+    if (!get_bool(root, "logprobs", &r->logprobs, e)) return false;
+    if (!get_number(root, "top_logprobs", 0, RX_LLM_MAX_TOP_LOGPROBS, true, &x, e)) return false;
+    if (x >= 0 && !r->logprobs)
+      return refuse(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  } else {
+    if (!get_number(root, "logprobs", 0, 5, true, &x, e)) return false;
+    r->logprobs = x >= 0;
+    if (!get_bool(root, "echo", &r->echo, e)) return false;
+    if (r->echo && r->logprobs)
+      return refuse(e, "echo",
+                    "'echo' with 'logprobs' needs the log-probabilities of the prompt's tokens, "
+                    "and the model's prefill gives only the last position's logits");
+    double best_of = 1;
+    if (!get_number(root, "best_of", 1, 1, true, &best_of, e)) return false;
+  }
+  r->top_logprobs = x > 0 ? (int32_t)x : 0;
+  const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+  if (so && !cJSON_IsNull(so)) {
+    if (!cJSON_IsObject(so))
+      return refuse(e, "stream_options", "'stream_options' must be an object");
+    if (!r->stream)
+      return refuse(e, "stream_options", "'stream_options' is only allowed with 'stream': true");
+    for (const cJSON *f = so->child; f; f = f->next)
+      if (strcmp(f->string, "include_usage") && !cJSON_IsNull(f))
+        return refuse(e, "stream_options", "'stream_options.%s' is not supported", f->string);
+    if (!get_bool(so, "include_usage", &r->include_usage, e)) return false;
+  }
+  const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+  const cJSON *user = cJSON_GetObjectItemCaseSensitive(root, "user");
+  if (md && !cJSON_IsNull(md) && !cJSON_IsObject(md))
+    return refuse(e, "metadata", "'metadata' must be an object");
+  if (user && !cJSON_IsNull(user) && !cJSON_IsString(user))
+    return refuse(e, "user", "'user' must be a string");
+  bool store = false;
+  if (!get_bool(root, "store", &store, e)) return false;
+  if (store)
+    return refuse(e, "store", "'store': true is not supported (relaxc serve keeps nothing)");
+  return true;
+}
+
+/* The sampling fields: temperature, top_p, top_k, seed, the penalties, logit_bias and n. */
+static bool parse_sampling(const cJSON *root, rx_serve_request *r, rx_serve_error *e) {
+  double x = 1;
+  r->sp = (rx_sampler_params){.temperature = 1, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
+  if (!get_number(root, "temperature", 0, 2, false, &x, e)) return false;
+  r->sp.temperature = (float)x;
+  x = 1;
+  if (!get_number(root, "top_p", 1e-9, 1, false, &x, e)) return false;
+  r->sp.top_p = (float)x;
+  x = 0;
+  if (!get_number(root, "top_k", 0, 1e9, true, &x, e)) return false;
+  r->sp.top_k = (int32_t)x;
+  x = -1;
+  if (!get_number(root, "seed", 0, 9007199254740992.0, true, &x, e)) return false;
+  r->has_seed = x >= 0;
+  r->sp.seed = x >= 0 ? (uint64_t)x : 0;
+  x = 0;
+  if (!get_number(root, "presence_penalty", -2, 2, false, &x, e)) return false;
+  r->sp.presence_penalty = (float)x;
+  x = 0;
+  if (!get_number(root, "frequency_penalty", -2, 2, false, &x, e)) return false;
+  r->sp.frequency_penalty = (float)x;
+  x = 1;
+  if (!get_number(root, "n", 1, RX_SERVE_MAX_N, true, &x, e)) return false;
+  r->n = (int64_t)x;
+  return parse_logit_bias(root, r, e);
+}
+
 /* Checks the fields of a request's JSON object. */
 static bool parse_fields(const cJSON *root, bool chat, const char *model_name,
                          const rx_chat_template *tmpl, rx_serve_request *r, rx_serve_error *e) {
@@ -110,36 +328,20 @@ static bool parse_fields(const cJSON *root, bool chat, const char *model_name,
                     model_name);
     }
   }
-  const cJSON *stream = cJSON_GetObjectItemCaseSensitive(root, "stream");
-  if (stream && !cJSON_IsNull(stream)) {
-    if (!cJSON_IsBool(stream)) return refuse(e, "stream", "'stream' must be a boolean");
-    r->stream = cJSON_IsTrue(stream);
-  }
-  const cJSON *stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
-  if (stop && !cJSON_IsNull(stop) && !(cJSON_IsArray(stop) && !cJSON_GetArraySize(stop)))
-    return refuse(e, "stop", "'stop' is not supported by relaxc serve");
-  double x = 1;
-  r->sp = (rx_sampler_params){.temperature = 1, .top_k = 0, .top_p = 1, .repetition_penalty = 1};
-  if (!get_number(root, "temperature", 0, 2, false, &x, e)) return false;
-  r->sp.temperature = (float)x;
-  x = 1;
-  if (!get_number(root, "top_p", 1e-9, 1, false, &x, e)) return false;
-  r->sp.top_p = (float)x;
-  x = 0;
-  if (!get_number(root, "top_k", 0, 1e9, true, &x, e)) return false;
-  r->sp.top_k = (int32_t)x;
-  x = 0;
-  if (!get_number(root, "seed", 0, 9007199254740992.0, true, &x, e)) return false;
-  r->sp.seed = (uint64_t)x;
-  x = 0;
+  if (!check_known(root, chat, e)) return false;
+  if (!get_bool(root, "stream", &r->stream, e)) return false;
+  if (!parse_stop(root, r, e) || !parse_sampling(root, r, e) || !parse_outputs(root, chat, r, e))
+    return false;
+  double x = 0;
   if (!get_number(root, "max_tokens", 1, 1e15, true, &x, e)) return false;
+  if (chat && !get_number(root, "max_completion_tokens", 1, 1e15, true, &x, e)) return false;
   r->has_max_tokens = x > 0;
   r->max_tokens = (int64_t)x;
   if (chat) return chat_prompt(root, tmpl, r, e);
-  const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-  if (!cJSON_IsString(p)) return refuse(e, "prompt", "'prompt' must be a string");
-  if (!(r->prompt = base_strdup(p->valuestring))) return refuse(e, NULL, "out of memory");
-  r->prompt_len = strlen(r->prompt);
+  if (!parse_prompts(root, r, e)) return false;
+  if ((int64_t)r->nprompts * r->n > RX_SERVE_MAX_CHOICES)
+    return refuse(e, "n", "%zu prompts of %lld choices each: more than %d choices in all",
+                  r->nprompts, (long long)r->n, RX_SERVE_MAX_CHOICES);
   return true;
 }
 
@@ -205,14 +407,25 @@ bool serve_parse(const char *body, size_t len, bool chat, const char *model_name
     serve_request_free(out);
     return false;
   }
-  for (size_t i = 0; sentinel && i < out->prompt_len; i++)
-    if ((unsigned char)out->prompt[i] == sentinel) out->prompt[i] = 0;
+  for (size_t k = 0; sentinel && k < (out->nprompts ? out->nprompts : 1); k++) {
+    char *t = out->nprompts ? out->prompts[k].text : out->prompt;
+    size_t n = out->nprompts ? out->prompts[k].len : out->prompt_len;
+    for (size_t i = 0; t && i < n; i++)
+      if ((unsigned char)t[i] == sentinel) t[i] = 0;
+  }
   return true;
 }
 
 void serve_request_free(rx_serve_request *r) {
-  free(r->prompt);
-  r->prompt = NULL;
+  if (!r->prompts) free(r->prompt); /* else prompts[0]'s */
+  for (size_t i = 0; i < r->nprompts; i++) {
+    free(r->prompts[i].text);
+    free(r->prompts[i].ids);
+  }
+  free(r->prompts);
+  for (size_t i = 0; i < r->nstop; i++) free(r->stop[i]);
+  free(r->logit_bias);
+  memset(r, 0, sizeof *r);
 }
 
 char *serve_json_string(const char *s, size_t n) {

@@ -17,6 +17,7 @@ typedef struct rx_serve_error {
   unsigned status;
   const char *param;
   char msg[512];
+  char param_buf[64]; /* param, when it names a field of the body (a static string otherwise) */
 } rx_serve_error;
 
 typedef enum rx_serve_route {
@@ -28,6 +29,18 @@ typedef enum rx_serve_route {
   RX_SERVE_METRICS,    /* GET /metrics (Prometheus text) */
 } rx_serve_route;
 
+#define RX_SERVE_MAX_N       16  /* choices per prompt ('n') */
+#define RX_SERVE_MAX_PROMPTS 64  /* prompts of a list ('prompt' as a list) */
+#define RX_SERVE_MAX_CHOICES 128 /* prompts x n */
+
+/* One prompt of a completions request: text, or token ids ('prompt' as ids). */
+typedef struct rx_serve_prompt {
+  char *text; /* heap, or NULL for ids; NULs kept as in rx_serve_request.prompt */
+  size_t len;
+  int32_t *ids; /* heap, or NULL for text */
+  size_t nids;
+} rx_serve_prompt;
+
 /* A request's fields, checked. */
 typedef struct rx_serve_request {
   char *prompt;      /* the text to tokenize (chat: the template applied), heap; it may hold NUL
@@ -38,7 +51,21 @@ typedef struct rx_serve_request {
   int64_t max_tokens;
   bool has_max_tokens;
   bool stream;
-  rx_sampler_params sp;
+  rx_sampler_params sp; /* sp.biases points into logit_bias */
+  /* the OpenAI fields of tools/serve/request.c's known_fields table */
+  rx_serve_prompt *prompts; /* completions: one per prompt of the list (prompts[0] is also
+                               prompt/prompt_len for text); chat: NULL */
+  size_t nprompts;
+  int64_t n;     /* choices per prompt, 1..RX_SERVE_MAX_N */
+  bool has_seed; /* 'seed' given: choice i of a prompt samples with seed + i */
+  char *stop[RX_LLM_MAX_STOP];
+  size_t nstop;
+  bool logprobs;             /* completions: 'logprobs' given (top_logprobs of them); chat: true */
+  int32_t top_logprobs;      /* 0..5 (completions) or 0..20 (chat) */
+  bool echo;                 /* completions: the prompt's text before the answer's */
+  bool include_usage;        /* stream_options.include_usage */
+  rx_logit_bias *logit_bias; /* heap, nbias entries (ids checked against the vocab later) */
+  size_t nbias;
 } rx_serve_request;
 
 rx_serve_route serve_route_of(const char *method, const char *url, rx_serve_error *e);

@@ -20,6 +20,7 @@
 #include "tools/serve/server.h"
 
 #include "base/base.h"
+#include "tools/serve/answer.h"
 #include "tools/serve/ops.h"
 #include "tools/serve/request.h"
 
@@ -54,10 +55,14 @@ typedef struct job {
   struct job *next; /* in the server's queue, or the scheduler's active list */
   int refs;
   /* the request (written before it is queued, read-only after) */
-  int32_t *prompt;
-  size_t count;
-  rx_llm_generate_params params;
-  bool chat, stream;
+  int32_t **pids; /* per prompt: its ids (pcount[i]) */
+  size_t *pcount, nprompts;
+  size_t count;                  /* the prompts' tokens, all together */
+  rx_llm_generate_params params; /* the stop strings and logit_bias point into stop and bias */
+  char *stop[RX_LLM_MAX_STOP];
+  rx_logit_bias *bias;
+  int64_t n; /* choices per prompt: choice k is prompt k / n, with seed + k % n */
+  bool chat, stream, logprobs, include_usage;
   char id[40];
   long created;
   double deadline; /* now_ms() past which it ends with an error; 0: none */
@@ -70,17 +75,15 @@ typedef struct job {
   bool suspended;              /* conn is suspended until there is news (wake) */
   struct job *wake_next;       /* in the server's list of connections to resume */
   double last_event;           /* now_ms() of the stream's last event */
-  int64_t batch_id;
-  char *text; /* generated text so far */
-  size_t len, cap;
-  size_t completion_tokens;
-  size_t cached_tokens; /* prompt tokens the prefix cache held */
-  const char *finish;   /* "stop", "length" or NULL */
-  char *error;          /* the request failed: this message */
+  serve_choice *ch;            /* nch choices (answer.h) */
+  size_t completion_tokens;    /* the choices' tokens, all together */
+  size_t nch, remaining;       /* remaining: submitted and not ended */
+  bool failing, stopped_any;   /* a choice failed (the others are cancelled); one was stopped */
+  const char *finish;          /* "stop" once done normally (each choice has its own), or NULL */
+  char *error;                 /* the request failed: this message */
   int error_status;
   /* the streaming response's own (the connection thread only) */
-  size_t sent; /* bytes of text already in events */
-  char *out;   /* the events not yet handed to libmicrohttpd */
+  char *out; /* the events not yet handed to libmicrohttpd */
   size_t out_len, out_pos;
   bool finished_stream;
 } job;
@@ -133,8 +136,13 @@ static void job_unref(rx_server *s, job *j) {
   bool last = --j->refs == 0;
   pthread_mutex_unlock(&s->lock);
   if (!last) return;
-  rx_llm_free(j->prompt);
-  free(j->text);
+  for (size_t i = 0; i < j->nprompts; i++) rx_llm_free(j->pids[i]);
+  free(j->pids);
+  free(j->pcount);
+  for (size_t i = 0; i < RX_LLM_MAX_STOP; i++) free(j->stop[i]);
+  free(j->bias);
+  for (size_t i = 0; i < j->nch; i++) serve_choice_free(&j->ch[i]);
+  free(j->ch);
   free(j->error);
   free(j->out);
   free(j);
@@ -196,6 +204,7 @@ static void ignore(rx_status st) { rx_status_free(st); }
 typedef struct token_cb {
   rx_server *s;
   job *j;
+  size_t k; /* the choice */
 } token_cb;
 
 static bool job_on_token(void *user, int32_t id, const char *text, size_t len) {
@@ -204,35 +213,33 @@ static bool job_on_token(void *user, int32_t id, const char *text, size_t len) {
   job *j = cb->j;
   double now = now_ms();
   pthread_mutex_lock(&cb->s->lock);
-  if (j->first_token == 0) {
-    j->first_token = now;
-    serve_metrics_ttft(&cb->s->metrics, (now - j->arrive) / 1e3);
-  } else {
-    serve_metrics_itl(&cb->s->metrics, (now - j->last_token) / 1e3);
-  }
-  j->last_token = now;
-  bool go = !j->cancelled;
-  if (go && len) {
-    if (j->len + len + 1 > j->cap) {
-      size_t cap = (j->len + len + 1) * 2;
-      char *t = realloc(j->text, cap);
-      if (!t)
-        go = false;
-      else {
-        j->text = t;
-        j->cap = cap;
-      }
+  if (id >= 0) {
+    if (j->first_token == 0) {
+      j->first_token = now;
+      serve_metrics_ttft(&cb->s->metrics, (now - j->arrive) / 1e3);
+    } else {
+      serve_metrics_itl(&cb->s->metrics, (now - j->last_token) / 1e3);
     }
-    if (go) {
-      memcpy(j->text + j->len, text, len);
-      j->len += len;
-      j->text[j->len] = 0;
-    }
+    j->last_token = now;
   }
-  j->completion_tokens++;
+  bool go = !j->cancelled && !j->failing;
+  if (go && len) go = serve_choice_append(&j->ch[cb->k], text, len);
+  j->ch[cb->k].completion_tokens += id >= 0;
+  j->completion_tokens += id >= 0;
   if (len) wake(cb->s, j);
   pthread_mutex_unlock(&cb->s->lock);
   return go;
+}
+
+/* logprobs: each token's, kept for the answer (an end-of-sequence token is not text, and OpenAI
+ * lists none) */
+static void job_on_info(void *user, const rx_token_logprobs *lp) {
+  token_cb *cb = user;
+  if (rx_llm_model_is_eos(cb->s->m, lp->id)) return;
+  pthread_mutex_lock(&cb->s->lock);
+  if (!serve_choice_token(&cb->j->ch[cb->k], rx_llm_model_tokenizer(cb->s->m), lp))
+    cb->j->failing = true;
+  pthread_mutex_unlock(&cb->s->lock);
 }
 
 typedef struct active {
@@ -240,6 +247,55 @@ typedef struct active {
   job *j;
   token_cb cb;
 } active;
+
+/* Submits j's choices to the batcher, each an active on *list; a choice the batcher refuses
+ * ends j with that error (400) once the others submitted have ended. */
+static void submit_job(rx_server *s, job *j, active **list) {
+  rx_status st = NULL;
+  for (size_t k = 0; k < j->nch && !st; k++) {
+    active *a = calloc(1, sizeof *a);
+    if (!a) {
+      st = base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
+      break;
+    }
+    a->j = j;
+    a->cb = (token_cb){s, j, k};
+    rx_llm_generate_params p = j->params;
+    p.on_token = job_on_token;
+    p.on_token_info = j->logprobs ? job_on_info : NULL;
+    p.user = &a->cb;
+    p.sampling.seed += (uint64_t)((int64_t)k % j->n);
+    size_t pi = j->ch[k].prompt;
+    int64_t id = 0;
+    st = rx_llm_batcher_submit(s->b, j->pids[pi], j->pcount[pi], &p, &id);
+    if (st) {
+      free(a);
+      break;
+    }
+    pthread_mutex_lock(&s->lock);
+    j->ch[k].batch_id = id;
+    j->remaining++;
+    pthread_mutex_unlock(&s->lock);
+    a->next = *list;
+    *list = a;
+  }
+  pthread_mutex_lock(&s->lock);
+  if (st && !j->error) {
+    j->error = base_strdup(rx_status_message(st));
+    j->error_status = 400;
+  }
+  j->failing = st != NULL;
+  bool none = !j->remaining;
+  if (none)
+    job_end(s, j, 400, j->error, NULL);
+  else {
+    j->accepted = true;
+    wake(s, j);
+  }
+  pthread_mutex_unlock(&s->lock);
+  rx_status_free(st);
+  if (none) job_unref(s, j);
+}
 
 /* Submits the queued jobs (taken from the queue under the lock) in their order. */
 static void submit_queued(rx_server *s, active **list) {
@@ -258,92 +314,88 @@ static void submit_queued(rx_server *s, active **list) {
       s->stats.cancelled++;
     }
     pthread_mutex_unlock(&s->lock);
-    if (gone) {
+    if (gone)
       job_unref(s, j);
-      continue;
-    }
-    active *a = calloc(1, sizeof *a);
-    rx_status st = a ? NULL : base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
-    int64_t id = 0;
-    if (a) {
-      a->j = j;
-      a->cb = (token_cb){s, j};
-      rx_llm_generate_params p = j->params;
-      p.on_token = job_on_token;
-      p.user = &a->cb;
-      st = rx_llm_batcher_submit(s->b, j->prompt, j->count, &p, &id);
-    }
-    pthread_mutex_lock(&s->lock);
-    if (st) {
-      job_end(s, j, 400, rx_status_message(st), NULL);
-    } else {
-      j->accepted = true;
-      j->batch_id = id;
-      wake(s, j);
-    }
-    pthread_mutex_unlock(&s->lock);
-    if (st) {
-      rx_status_free(st);
-      free(a);
-      job_unref(s, j);
-    } else {
-      a->next = *list;
-      *list = a;
-    }
+    else
+      submit_job(s, j, list);
   }
 }
 
 static const char *finish_reason(rx_llm_request_state st) {
-  return st == RX_LLM_REQUEST_EOS ? "stop" : "length";
+  return st == RX_LLM_REQUEST_EOS || st == RX_LLM_REQUEST_STOP_STRING ? "stop" : "length";
 }
 
-/* After a step: ends the jobs whose requests ended, and cancels those whose clients left or whose
- * deadline passed. */
+/* Under the lock: the last choice of j ended; j ends as its choices did (the first error, a
+ * deadline, a cancel, or normally). */
+static void end_job(rx_server *s, job *j, bool all) {
+  size_t made = j->completion_tokens;
+  if (j->error) {
+    job_end(s, j, j->error_status, j->error, NULL);
+  } else if (j->stopped_any && j->timed_out && !all) {
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "the request's deadline of %lld ms passed after %zu generated tokens (relaxc "
+             "serve --request-timeout)",
+             (long long)s->o.deadline_ms, made);
+    job_end(s, j, 504, msg, NULL);
+    s->stats.timed_out++;
+  } else if (j->stopped_any) {
+    job_end(s, j, 503, all ? "the server is stopping" : "cancelled", NULL);
+    s->stats.cancelled += !all;
+  } else {
+    job_end(s, j, 200, NULL, "stop");
+  }
+}
+
+/* After a step: ends the choices whose requests ended (and their jobs, with the last), and
+ * cancels those whose clients left, whose deadline passed or whose sibling failed. */
 static void reap(rx_server *s, active **list, bool all) {
   double now = now_ms();
   for (active **pa = list; *pa;) {
     active *a = *pa;
     job *j = a->j;
+    serve_choice *c = &j->ch[a->cb.k];
     pthread_mutex_lock(&s->lock);
     if (!j->cancelled && j->deadline && now > j->deadline) j->timed_out = true;
-    bool cancel = j->cancelled || j->timed_out || all;
+    bool cancel = j->cancelled || j->timed_out || j->failing || all;
     pthread_mutex_unlock(&s->lock);
-    if (cancel) ignore(rx_llm_batcher_cancel(s->b, j->batch_id));
+    if (cancel) ignore(rx_llm_batcher_cancel(s->b, c->batch_id));
     rx_llm_request_info info;
-    rx_status st = rx_llm_batcher_poll(s->b, j->batch_id, &info);
+    rx_status st = rx_llm_batcher_poll(s->b, c->batch_id, &info);
     bool ended = st || info.state >= RX_LLM_REQUEST_EOS;
     if (!ended) {
       pa = &a->next;
       continue;
     }
     pthread_mutex_lock(&s->lock);
-    j->completion_tokens = st ? j->completion_tokens : info.count;
-    j->cached_tokens = st ? 0 : info.cached_tokens;
-    bool stopped = info.state == RX_LLM_REQUEST_CANCELLED || info.state == RX_LLM_REQUEST_STOPPED;
-    if (st) {
-      job_end(s, j, 500, rx_status_message(st), NULL);
-    } else if (info.state == RX_LLM_REQUEST_FAILED) {
-      job_end(s, j, 500, info.error, NULL);
-    } else if (stopped && j->timed_out && !all) {
-      char msg[256];
-      snprintf(msg, sizeof msg,
-               "the request's deadline of %lld ms passed after %zu generated tokens (relaxc "
-               "serve --request-timeout)",
-               (long long)s->o.deadline_ms, j->completion_tokens);
-      job_end(s, j, 504, msg, NULL);
-      s->stats.timed_out++;
-    } else if (stopped) {
-      job_end(s, j, 503, all ? "the server is stopping" : "cancelled", NULL);
-      s->stats.cancelled += !all;
+    size_t made = st ? c->completion_tokens : info.count;
+    j->completion_tokens += made - c->completion_tokens;
+    c->completion_tokens = made;
+    c->ended = true;
+    c->cached_tokens = st ? 0 : info.cached_tokens;
+    const char *err = st                                    ? rx_status_message(st)
+                      : info.state == RX_LLM_REQUEST_FAILED ? info.error
+                                                            : NULL;
+    if (err) {
+      if (!j->error) {
+        j->error = base_strdup(err);
+        j->error_status = 500;
+      }
+      j->failing = true;
+    } else if (info.state == RX_LLM_REQUEST_CANCELLED || info.state == RX_LLM_REQUEST_STOPPED) {
+      j->stopped_any = true;
     } else {
-      job_end(s, j, 200, NULL, finish_reason(info.state));
+      c->finish = finish_reason(info.state);
     }
+    wake(s, j);
+    bool last = --j->remaining == 0;
+    if (last) end_job(s, j, all);
     pthread_mutex_unlock(&s->lock);
     rx_status_free(st);
-    ignore(rx_llm_batcher_release(s->b, j->batch_id));
+    ignore(rx_llm_batcher_release(s->b, c->batch_id));
     *pa = a->next;
     free(a);
-    job_unref(s, j);
+    if (last) job_unref(s, j);
   }
 }
 
@@ -459,69 +511,175 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
   return send_json(c, status, error_object(status, param, msg));
 }
 
-/* Tokenizes and checks the lengths; a job with one ref for the connection and one for the
+/* Why a prompt of n tokens cannot run with r's max_tokens (which it may set, when absent, to the
+ * default: 16 for completions as OpenAI's, for chat the rest of the context as far as the KV cache
+ * goes), into *ret after sending the error; false then. */
+static bool check_lengths(rx_server *s, struct MHD_Connection *c, rx_serve_request *r, bool chat,
+                          size_t n, int64_t *max_tokens, enum MHD_Result *ret) {
+  int64_t room = s->max_seq_len - (int64_t)n;
+  const char *param = chat ? "messages" : "prompt", *mt = r->has_max_tokens ? "max_tokens" : NULL;
+  if (!n) {
+    *ret = send_error(c, 400, param, "the prompt has no tokens");
+    return false;
+  }
+  if (room < 1) {
+    *ret = send_error(c, 400, param,
+                      "the prompt has %zu tokens, more than the model's context of %lld leaves "
+                      "room for (at least one new token)",
+                      n, (long long)s->max_seq_len);
+    return false;
+  }
+  int64_t want = r->max_tokens;
+  if (!r->has_max_tokens) {
+    int64_t fit = s->kv_capacity + 1 - (int64_t)n;
+    want = chat ? (room < fit ? room : fit) : (room < 16 ? room : 16);
+  } else if (want > room) {
+    *ret = send_error(c, 400, "max_tokens",
+                      "max_tokens is %lld, but the prompt's %zu tokens leave room for %lld in the "
+                      "model's context of %lld",
+                      (long long)want, n, (long long)room, (long long)s->max_seq_len);
+    return false;
+  }
+  if (want < 1 || (int64_t)n + want - 1 > s->kv_capacity) {
+    *ret = send_error(c, 400, mt ? mt : "max_tokens",
+                      "the prompt's %zu tokens and max_tokens %lld need more than the KV cache's "
+                      "%lld tokens",
+                      n, (long long)want, (long long)s->kv_capacity);
+    return false;
+  }
+  if (!*max_tokens || want < *max_tokens) *max_tokens = want;
+  return true;
+}
+
+/* Tokenizes prompt i of r (or the chat's prompt) into j, checking its ids and lengths; false after
+ * sending the error. */
+static bool take_prompt(rx_server *s, struct MHD_Connection *c, rx_serve_request *r, bool chat,
+                        job *j, size_t i, int64_t *max_tokens, enum MHD_Result *ret) {
+  const rx_tokenizer *tok = rx_llm_model_tokenizer(s->m);
+  const rx_serve_prompt *p = r->nprompts ? &r->prompts[i] : NULL;
+  int32_t *ids = NULL;
+  size_t n = 0;
+  if (p && p->ids) {
+    int32_t vocab = rx_llm_model_vocab_size(s->m);
+    for (size_t k = 0; k < p->nids; k++)
+      if (p->ids[k] >= vocab) {
+        *ret = send_error(c, 400, "prompt",
+                          "prompt %zu: token id %d is outside the vocabulary (0..%d)", i,
+                          (int)p->ids[k], (int)vocab - 1);
+        return false;
+      }
+    ids = malloc(p->nids * sizeof *ids);
+    if (ids) memcpy(ids, p->ids, p->nids * sizeof *ids);
+    n = p->nids;
+  } else {
+    rx_status st = rx_tokenizer_encode(tok, p ? p->text : r->prompt, p ? p->len : r->prompt_len,
+                                       r->templated ? 0 : RX_TOKENIZER_ADD_SPECIAL, &ids, &n);
+    if (st) {
+      *ret = send_error(c, 400, chat ? "messages" : "prompt", "%s", rx_status_message(st));
+      rx_status_free(st);
+      return false;
+    }
+  }
+  if (!ids) {
+    *ret = send_error(c, 500, NULL, "out of memory");
+    return false;
+  }
+  j->pids[i] = ids;
+  j->pcount[i] = n;
+  j->count += n;
+  return check_lengths(s, c, r, chat, n, max_tokens, ret);
+}
+
+/* The choices of j: n per prompt, each starting with its prompt's text when r echoes. */
+static bool make_choices(rx_server *s, rx_serve_request *r, job *j) {
+  j->nch = j->nprompts * (size_t)j->n;
+  j->ch = calloc(j->nch, sizeof *j->ch);
+  if (!j->ch) return false;
+  for (size_t k = 0; k < j->nch; k++) {
+    serve_choice *c = &j->ch[k];
+    c->prompt = k / (size_t)j->n;
+    if (!r->echo) continue;
+    const rx_serve_prompt *p = &r->prompts[c->prompt];
+    char *t = NULL;
+    size_t len = 0;
+    if (p->ids) {
+      rx_status st = rx_tokenizer_decode(rx_llm_model_tokenizer(s->m), p->ids, p->nids,
+                                         RX_TOKENIZER_SKIP_SPECIAL, &t, &len);
+      rx_status_free(st);
+      if (st) return false;
+    }
+    bool ok = serve_choice_append(c, p->ids ? t : p->text, p->ids ? len : p->len);
+    rx_llm_free(t);
+    if (!ok) return false;
+    c->tok_offset = c->len;
+  }
+  return true;
+}
+
+/* The request's generation parameters in j (stop strings and logit_bias copied into it); false
+ * after sending the error. */
+static bool take_params(rx_server *s, struct MHD_Connection *c, rx_serve_request *r, job *j,
+                        bool chat, enum MHD_Result *ret) {
+  int32_t vocab = rx_llm_model_vocab_size(s->m);
+  for (size_t i = 0; i < r->nbias; i++)
+    if (r->logit_bias[i].id >= vocab) {
+      *ret = send_error(c, 400, "logit_bias",
+                        "'logit_bias' names token %d, outside the vocabulary (0..%d)",
+                        (int)r->logit_bias[i].id, (int)vocab - 1);
+      return false;
+    }
+  j->params.sampling = r->sp;
+  if (r->nbias) {
+    j->bias = malloc(r->nbias * sizeof *j->bias);
+    if (!j->bias) return false;
+    memcpy(j->bias, r->logit_bias, r->nbias * sizeof *j->bias);
+  }
+  j->params.sampling.biases = j->bias;
+  for (size_t i = 0; i < r->nstop; i++)
+    if (!(j->stop[i] = base_strdup(r->stop[i]))) return false;
+  j->params.stop = (const char *const *)j->stop;
+  j->params.nstop = r->nstop;
+  j->params.top_logprobs = r->top_logprobs;
+  j->n = r->n ? r->n : 1;
+  j->chat = chat;
+  j->stream = r->stream;
+  j->logprobs = r->logprobs;
+  j->include_usage = r->include_usage;
+  return true;
+}
+
+/* Tokenizes and checks the prompts; a job with one ref for the connection and one for the
  * scheduler, or NULL after sending the error. */
 static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r, bool chat,
                      enum MHD_Result *ret) {
-  const rx_tokenizer *tok = rx_llm_model_tokenizer(s->m);
-  int32_t *ids = NULL;
-  size_t n = 0;
-  rx_status st = rx_tokenizer_encode(tok, r->prompt, r->prompt_len,
-                                     r->templated ? 0 : RX_TOKENIZER_ADD_SPECIAL, &ids, &n);
-  if (st) {
-    *ret = send_error(c, 400, chat ? "messages" : "prompt", "%s", rx_status_message(st));
-    rx_status_free(st);
-    return NULL;
-  }
-  int64_t room = s->max_seq_len - (int64_t)n;
-  const char *why = NULL;
-  if (!n)
-    why = "the prompt has no tokens";
-  else if (room < 1)
-    why = "prompt";
-  else if (!r->has_max_tokens) {
-    /* completions: 16, as OpenAI's; chat: the rest of the context, as far as the KV cache goes */
-    int64_t fit = s->kv_capacity + 1 - (int64_t)n;
-    r->max_tokens = chat ? (room < fit ? room : fit) : (room < 16 ? room : 16);
-    if (r->max_tokens < 1) why = "kv";
-  } else if (r->max_tokens > room)
-    why = "max_tokens";
-  if (!why && (int64_t)n + r->max_tokens - 1 > s->kv_capacity) why = "kv";
-  if (why) {
-    const char *param = chat ? "messages" : "prompt";
-    if (!strcmp(why, "max_tokens"))
-      *ret = send_error(c, 400, "max_tokens",
-                        "max_tokens is %lld, but the prompt's %zu tokens leave room for %lld in "
-                        "the model's context of %lld",
-                        (long long)r->max_tokens, n, (long long)room, (long long)s->max_seq_len);
-    else if (!strcmp(why, "prompt"))
-      *ret = send_error(c, 400, param,
-                        "the prompt has %zu tokens, more than the model's context of %lld "
-                        "leaves room for (at least one new token)",
-                        n, (long long)s->max_seq_len);
-    else if (!strcmp(why, "kv"))
-      *ret = send_error(c, 400, "max_tokens",
-                        "the prompt's %zu tokens and max_tokens %lld need more than the KV "
-                        "cache's %lld tokens",
-                        n, (long long)r->max_tokens, (long long)s->kv_capacity);
-    else
-      *ret = send_error(c, 400, param, "%s", why);
-    rx_llm_free(ids);
-    return NULL;
-  }
   job *j = calloc(1, sizeof *j);
-  if (!j) {
-    rx_llm_free(ids);
+  size_t np = r->nprompts ? r->nprompts : 1;
+  if (j) {
+    j->refs = 2;
+    j->nprompts = np;
+    j->pids = calloc(np, sizeof *j->pids);
+    j->pcount = calloc(np, sizeof *j->pcount);
+  }
+  if (!j || !j->pids || !j->pcount) {
     *ret = send_error(c, 500, NULL, "out of memory");
+    if (j) j->refs = 1;
+    if (j) job_unref(s, j);
     return NULL;
   }
-  j->refs = 2;
-  j->prompt = ids;
-  j->count = n;
-  j->chat = chat;
-  j->stream = r->stream;
-  j->params.sampling = r->sp;
-  j->params.max_tokens = r->max_tokens;
+  int64_t max_tokens = 0;
+  bool ok = true;
+  for (size_t i = 0; i < np && ok; i++) ok = take_prompt(s, c, r, chat, j, i, &max_tokens, ret);
+  if (ok) ok = take_params(s, c, r, j, chat, ret);
+  if (ok && !make_choices(s, r, j)) {
+    *ret = send_error(c, 500, NULL, "out of memory");
+    ok = false;
+  }
+  if (!ok) {
+    j->refs = 1;
+    job_unref(s, j);
+    return NULL;
+  }
+  j->params.max_tokens = max_tokens;
   j->created = (long)time(NULL);
   j->arrive = now_ms();
   j->deadline = s->o.deadline_ms > 0 ? j->arrive + (double)s->o.deadline_ms : 0;
@@ -531,48 +689,10 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r
   return j;
 }
 
-/* Generated text (len bytes, NULs kept) as a cJSON item. */
-static cJSON *text_item(const char *text, size_t len) {
-  char *lit = serve_json_string(text, len);
-  cJSON *item = lit ? cJSON_CreateRaw(lit) : NULL;
-  free(lit);
-  return item;
-}
-
-/* The object of an answer or of a stream's event: choices[0] holds text (len bytes; chat: message
- * or delta) and finish (null while streaming). */
-static cJSON *answer(rx_server *s, const job *j, const char *text, size_t len, const char *finish,
-                     bool event) {
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "id", j->id);
-  cJSON_AddStringToObject(root, "object",
-                          j->chat ? (event ? "chat.completion.chunk" : "chat.completion")
-                                  : "text_completion");
-  cJSON_AddNumberToObject(root, "created", (double)j->created);
-  cJSON_AddStringToObject(root, "model", s->model_name);
-  cJSON *ch = cJSON_AddArrayToObject(root, "choices"), *c0 = cJSON_CreateObject();
-  cJSON_AddItemToArray(ch, c0);
-  cJSON_AddNumberToObject(c0, "index", 0);
-  if (j->chat) {
-    cJSON *m = cJSON_AddObjectToObject(c0, event ? "delta" : "message");
-    if (!event) cJSON_AddStringToObject(m, "role", "assistant");
-    if (text) cJSON_AddItemToObject(m, "content", text_item(text, len));
-  } else {
-    cJSON_AddItemToObject(c0, "text", text_item(text ? text : "", text ? len : 0));
-  }
-  if (finish)
-    cJSON_AddStringToObject(c0, "finish_reason", finish);
-  else
-    cJSON_AddNullToObject(c0, "finish_reason");
-  if (!event) {
-    cJSON *u = cJSON_AddObjectToObject(root, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->count);
-    cJSON_AddNumberToObject(u, "completion_tokens", (double)j->completion_tokens);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)(j->count + j->completion_tokens));
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens",
-                            (double)j->cached_tokens);
-  }
-  return root;
+/* The fields every answer of j carries. */
+static serve_answer answer_head(rx_server *s, const job *j) {
+  return (serve_answer){j->id,   s->model_name, j->created,
+                        j->chat, j->logprobs,   rx_llm_model_tokenizer(s->m)};
 }
 
 /* Appends "data: JSON\n\n" (or text as it is, json NULL) to the job's pending events. */
@@ -604,8 +724,17 @@ typedef struct stream_ctx {
   struct MHD_Connection *c;
 } stream_ctx;
 
-/* Whether a connection waiting on j has news: for a stream, new text, or the end. */
-static bool stream_news(const job *j) { return j->sent < j->len || j->done; }
+/* Whether choice c of a stream has something to send: text, tokens, or its end. */
+static bool choice_news(const serve_choice *c) {
+  return c->sent < c->len || c->toks_sent < c->ntoks || (c->finish && !c->finish_sent);
+}
+
+/* Whether a connection waiting on j has news: for a stream, a choice's, or the end. */
+static bool stream_news(const job *j) {
+  for (size_t k = 0; k < j->nch; k++)
+    if (choice_news(&j->ch[k])) return true;
+  return j->done;
+}
 /* before a stream's response, its start (or the end); before a whole answer, the end */
 static bool start_news(const job *j) { return j->done || (j->stream && j->accepted); }
 
@@ -637,17 +766,23 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     pthread_mutex_lock(&s->lock);
     bool ok = true;
     double now = now_ms();
-    if (j->sent < j->len) {
-      ok = push_event(j, answer(s, j, j->text + j->sent, j->len - j->sent, NULL, true), NULL);
-      j->sent = j->len;
+    serve_answer h = answer_head(s, j);
+    bool any = false; /* a chunk for each choice with news, its index in it */
+    for (size_t k = 0; k < j->nch && ok; k++)
+      if (choice_news(&j->ch[k]) && !(j->done && j->error)) {
+        serve_choice *ch = &j->ch[k];
+        ok = push_event(j, serve_answer_chunk(&h, ch, k, ch->finish), NULL);
+        any = true;
+      }
+    if (any) {
     } else if (j->done) {
       if (j->error) {
         cJSON *e = cJSON_CreateObject(), *eo = cJSON_AddObjectToObject(e, "error");
         cJSON_AddStringToObject(eo, "message", j->error);
         cJSON_AddStringToObject(eo, "type", "server_error");
         ok = push_event(j, e, NULL);
-      } else {
-        ok = push_event(j, answer(s, j, NULL, 0, j->finish, true), NULL);
+      } else if (j->include_usage) {
+        ok = push_event(j, serve_answer_usage_chunk(&h, j->ch, j->nch, j->count), NULL);
       }
       ok = ok && push_event(j, NULL, "data: [DONE]\n\n");
       j->finished_stream = true;
@@ -739,7 +874,11 @@ static enum MHD_Result respond(rx_server *s, struct MHD_Connection *c, job *j) {
     MHD_destroy_response(r);
     return ret;
   }
-  return send_json(c, 200, answer(s, j, j->text ? j->text : "", j->len, j->finish, false));
+  serve_answer h = answer_head(s, j);
+  pthread_mutex_lock(&s->lock); /* done: nothing writes the choices now, but the lock says so */
+  cJSON *body = serve_answer_full(&h, j->ch, j->nch, j->count);
+  pthread_mutex_unlock(&s->lock);
+  return send_json(c, 200, body);
 }
 
 static enum MHD_Result handle_post(rx_server *s, struct MHD_Connection *c, conn *cn, bool chat) {
@@ -908,12 +1047,13 @@ static void log_request(rx_server *s, struct MHD_Connection *c, const conn *cn,
     e.new_tokens = (int64_t)j->completion_tokens;
     e.ttft_ms = j->first_token > 0 ? j->first_token - j->arrive : -1;
     e.total_ms = now - j->arrive;
-    e.finish = j->timed_out                                 ? "timeout"
-               : j->cancelled && !j->finish                 ? "cancelled"
-               : j->error                                   ? "error"
-               : j->finish                                  ? j->finish
-               : why != MHD_REQUEST_TERMINATED_COMPLETED_OK ? "cancelled"
-                                                            : NULL;
+    e.finish = j->timed_out                                  ? "timeout"
+               : j->cancelled && !j->finish                  ? "cancelled"
+               : j->error                                    ? "error"
+               : j->finish && j->nch == 1 && j->ch[0].finish ? j->ch[0].finish
+               : j->finish                                   ? j->finish
+               : why != MHD_REQUEST_TERMINATED_COMPLETED_OK  ? "cancelled"
+                                                             : NULL;
     pthread_mutex_unlock(&s->lock);
   }
   serve_metrics_request(&s->metrics, cn->ep, status);
