@@ -6,7 +6,8 @@
  * count), their runs starting at multiples of 16 bytes, K a multiple of 32, on a target with
  * mma.sync m16n8k16 into f32 (CUDA sm_80 and newer). A block computes a bm x bn tile of the
  * output (gm_cfg, by row count) over GM_STAGES cp.async stages of GM_BK, ldmatrix feeding the
- * fragments from swizzled shared rows, the epilogue of matmul.h at each accumulator's point.
+ * fragments from swizzled shared rows, the epilogue of matmul.h per 8 columns a lane (direct,
+ * or staged over the stages: mm_staged) or, for M not a multiple of 8, staged an element a lane.
  *
  * gemm_mma_dq: the same kernel for a quantized weight (mm_q_dequant: P a plain f16/bf16 load, Q
  * the dequantized element of quant_matmul's W as [out, in] blocks, ops/quant.c, any scheme of
@@ -593,7 +594,9 @@ static void pipeline(gm_k *c, rx_stmtvec *body) {
 }
 
 /* Where the output's rows are not whole 16-byte runs (M not a multiple of 8: no vector store
- * can be proved aligned), the epilogue at each accumulator's point, its pair of columns 2 t,
+ * can be proved aligned) and the tile cannot be staged (epilogue_frag_form: no 4 tiles a quad, or
+ * rows of a pass not whole for the warps), the epilogue at each accumulator's point, its pair of
+ * columns 2 t,
  * 2 t + 1 (the quad's 8 columns of a tile in two stores): accumulator i of tile (m, n) is the
  * output point (row0 + 16 (mt wm + m) + g + 8 (i // 2),
  * col0 + 8 (nt wn + n) + 2 t + i % 2), g = lane / 4, t = lane % 4: loops over m, n and i. */
@@ -950,7 +953,7 @@ static void epilogue_frag_form(void *k, rx_stmtvec *body) {
 }
 
 /* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time:
- * the per-accumulator one in its else branch), else at the accumulators' points. Both tile
+ * the other in its else branch), else staged an element a lane (mm_staged.elems). Both tile
  * configurations give a quad's 4 lanes 4 tiles (nt), as mm_quad_transpose needs. */
 static void epilogue(gm_k *c, rx_stmtvec *body) {
   mm_epilogue_by_m(c->s, c->mi->M, c->nt != 4, epilogue_vec_form, epilogue_frag_form, c, body);

@@ -8,8 +8,9 @@
  * WG_BM x WG_BN (128 x 128) tile of the output over WG_STAGES cp.async stages of WG_BK; each
  * warpgroup, per stage, WG_BK / 16 wgmma m64nWG_BNk16 on its 64 rows of P's stage and all of Q's,
  * both read from shared memory in the 128-byte swizzle that ir.h defines (chunk q of row r at
- * chunk q xor (r % 8)), written so by the cp.async copies; the epilogue of matmul.h at each
- * accumulator's point (ir.h's layout of D). Rows and columns past the output's are zero-filled in
+ * chunk q xor (r % 8)), written so by the cp.async copies; the epilogue of matmul.h per 8 columns
+ * a lane (direct, or staged over the stages) or, M not a multiple of 8, staged an element a lane
+ * (matmul.h, mm_staged). Rows and columns past the output's are zero-filled in
  * the stages and not stored.
  *
  * Shared memory: 3 x (128 + 128) x 64 halves = 96 KiB, over the 48 KiB a kernel may declare
