@@ -20,7 +20,7 @@ typedef struct cg_shared {
   rx_buffer *buf;
   const char *name; /* printed name, unique in the kernel */
   int64_t elems;
-  int64_t offset; /* in the dynamic shared memory, where the kernel uses it (uses_wgmma) */
+  int64_t offset; /* in the dynamic shared memory (uses_wgmma) or the pool (shared_pool) */
 } cg_shared;
 
 typedef struct cg_kernel {
@@ -43,7 +43,9 @@ typedef struct cg_kernel {
   bool uses_wgmma; /* RX_STMT_WGMMA*: warpgroups; shared buffers in dynamic shared memory, each
                      at a 1024-byte boundary (lower.c), up to the opt-in limit */
   bool wgmma_ab[RX_DTYPE_COUNT]; /* the dtypes of its wgmma operands */
-  rx_loc loc;                    /* of the kernel root */
+  bool shared_pool; /* CUDA, static shared memory with a buffer marked reuse (ir.h): the buffers
+                       in one array at the offsets of lower.c */
+  rx_loc loc;       /* of the kernel root */
 } cg_kernel;
 
 /* Splits the scheduled program f into kernels (filled into cg_kernel array *out, count *n).

@@ -20,14 +20,21 @@ static void cuda_scalar_ref(cg_printer *p, rx_strbuf *o, const char *name) {
 
 static void cuda_shared(cg_printer *p, rx_strbuf *o, const cg_shared *s) {
   cg_indent(p, o);
-  if (p->ck->uses_wgmma) { /* dynamic shared memory at the offsets of lower.c */
-    if (s == &p->ck->shared[0]) {
+  /* dynamic shared memory, or the static pool of buffers that reuse storage, at the offsets of
+   * lower.c */
+  if (p->ck->uses_wgmma || p->ck->shared_pool) {
+    const char *pool = p->ck->uses_wgmma ? "rx_dyn_smem" : "rx_smem";
+    if (s == &p->ck->shared[0] && p->ck->uses_wgmma) {
       base_strbuf_append(o, "extern __shared__ __align__(1024) unsigned char rx_dyn_smem[];\n");
+      cg_indent(p, o);
+    } else if (s == &p->ck->shared[0]) {
+      base_strbuf_printf(o, "__shared__ __align__(16) unsigned char rx_smem[%lld];\n",
+                         (long long)p->ck->k->shared_bytes);
       cg_indent(p, o);
     }
     const char *ty = p->L->types[s->buf->dtype];
-    base_strbuf_printf(o, "%s *const %s = (%s *)(rx_dyn_smem + %lld);\n", ty, cg_name(p, s->name),
-                       ty, (long long)s->offset);
+    base_strbuf_printf(o, "%s *const %s = (%s *)(%s + %lld);\n", ty, cg_name(p, s->name), ty, pool,
+                       (long long)s->offset);
     return;
   }
   /* every array starts at a 16-byte boundary: cp.async and ldmatrix move 16-byte rows, and

@@ -407,6 +407,29 @@ static int cmp_var_name(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
+/* The offsets of the shared buffers in one pool, each at a multiple of align: a buffer marked
+ * reuse (ir.h) at 0, over the storage of those before it; the others after everything before
+ * them. w->shared_bytes becomes the pool's extent. */
+static void layout_shared(lw *w, int64_t align) {
+  int64_t end = 0;
+  for (size_t i = 0; i < w->shared.len; i++) {
+    cg_shared *sh = &w->shared.data[i];
+    int64_t bytes = sh->elems * dtype_bytes(sh->buf->dtype);
+    sh->offset = sh->buf->reuse ? 0 : (end + align - 1) / align * align;
+    if (sh->offset + bytes > end) end = sh->offset + bytes;
+  }
+  w->shared_bytes = end;
+}
+
+/* Static shared memory with reused storage (a buffer marked reuse, CUDA): one 16-byte aligned
+ * pool (cg_kernel.shared_pool, codegen/cuda.c). Returns the kernel's shared bytes. */
+static int64_t pool_shared(lw *w, cg_kernel *ck, const rx_target *t) {
+  for (size_t i = 0; !ck->uses_wgmma && t->kind == RX_TARGET_CUDA && i < w->shared.len; i++)
+    ck->shared_pool |= w->shared.data[i].buf->reuse;
+  if (ck->shared_pool) layout_shared(w, 16);
+  return w->shared_bytes;
+}
+
 /* wgmma.mma_async (ir.h RX_STMT_WGMMA): the targets whose .mma table lists it for the operands'
  * dtypes into f32 (sm_90), blocks of whole warpgroups of 128. analyze checks it before the
  * shared memory, so that a smaller target names what it lacks first. Such a kernel's shared
@@ -414,13 +437,7 @@ static int cmp_var_name(const void *a, const void *b) {
  * boundary (the 128-byte swizzle's atom): w->shared_bytes becomes their extent. */
 static bool wgmma_target_ok(lw *w, const cg_kernel *ck, const rx_target *t, rx_diag *diag) {
   if (!ck->uses_wgmma) return true;
-  int64_t off = 0;
-  for (size_t i = 0; i < w->shared.len; i++) {
-    cg_shared *sh = &w->shared.data[i];
-    sh->offset = (off + 1023) / 1024 * 1024;
-    off = sh->offset + sh->elems * dtype_bytes(sh->buf->dtype);
-  }
-  w->shared_bytes = off;
+  layout_shared(w, 1024);
   bool ok = t->kind == RX_TARGET_CUDA && ck->nthreads % 128 == 0 &&
             tgt_target_mma(t, RX_DTYPE_F16, RX_DTYPE_F32, RX_MMA_WGMMA);
   for (int d = 0; d < RX_DTYPE_COUNT; d++)
@@ -471,7 +488,7 @@ static bool analyze(cg_kernel *ck, rx_diag *diag) {
     ok = false;
   }
   if (ok && !wgmma_target_ok(&w, ck, t, diag)) ok = false;
-  k->shared_bytes = w.shared_bytes;
+  k->shared_bytes = pool_shared(&w, ck, t);
   k->shared_dynamic = ck->uses_wgmma && t->kind == RX_TARGET_CUDA && w.shared_bytes > 0;
   if (ok && w.shared_bytes > shared_limit(ck, t)) {
     base_diag_report(diag, RX_DIAG_ERROR, ck->loc,

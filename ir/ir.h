@@ -290,6 +290,11 @@ typedef struct rx_buffer {
   const rx_expr **shape; /* canonical symbolic dims */
   rx_scope scope;
   rx_frag_use frag; /* a subgroup matrix fragment (scope local, 2-D constant shape) */
+  /* shared only (`alloc x: T[..] shared reuse`): x may take the storage of the shared buffers
+   * allocated before it in the kernel, which are dead from its allocation on (the schedule puts
+   * a barrier between their last use and its first): a permission, not a request (CUDA lays x
+   * over them, codegen/lower.c; other targets and the interpreter give it storage of its own) */
+  bool reuse;
   rx_loc loc;
 } rx_buffer;
 

@@ -677,9 +677,10 @@ static rx_stmt *tstmt(P *p) {
     ir_parse_expect(p, RX_TOK_COLON, "':' and the type of the allocation");
     rx_scope scope = RX_SCOPE_GLOBAL;
     s->buf = buffer_decl(p, name, nloc, scope);
-    if (accept_kw(p, "shared"))
+    if (accept_kw(p, "shared")) {
       s->buf->scope = RX_SCOPE_SHARED;
-    else if (accept_kw(p, "local"))
+      s->buf->reuse = accept_kw(p, "reuse");
+    } else if (accept_kw(p, "local"))
       s->buf->scope = RX_SCOPE_LOCAL;
     else if (accept_kw(p, "fragment"))
       frag_use(p, s->buf);

@@ -312,7 +312,7 @@ static void pstmt(W *w, const rx_stmt *s) {
     if (s->buf->frag)
       base_strbuf_printf(o, " fragment %s", ir_frag_use_name(s->buf->frag));
     else
-      base_strbuf_printf(o, " %s", ir_scope_name(s->buf->scope));
+      base_strbuf_printf(o, " %s%s", ir_scope_name(s->buf->scope), s->buf->reuse ? " reuse" : "");
     break;
   case RX_STMT_IF:
     base_strbuf_append(o, "if ");

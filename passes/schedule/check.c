@@ -61,7 +61,11 @@ static void chk_kernel(chk *c, const rx_stmt *s) {
       }
       count *= s->buf->shape[d]->value;
     }
-    if (s->buf->scope == RX_SCOPE_SHARED) c->shared += count * (ir_dtype_bits(s->buf->dtype) / 8);
+    int64_t bytes = count * (ir_dtype_bits(s->buf->dtype) / 8);
+    if (s->buf->scope == RX_SCOPE_SHARED && s->buf->reuse && c->t->kind == RX_TARGET_CUDA)
+      c->shared = c->shared > bytes ? c->shared : bytes; /* over the storage before it (lower.c) */
+    else if (s->buf->scope == RX_SCOPE_SHARED)
+      c->shared += bytes;
     break;
   }
   case RX_STMT_WGMMA:

@@ -6,7 +6,8 @@
  * count), their runs starting at multiples of 16 bytes, K a multiple of 32, on a target with
  * mma.sync m16n8k16 into f32 (CUDA sm_80 and newer). A block computes a bm x bn tile of the
  * output (gm_cfg, by row count) over GM_STAGES cp.async stages of GM_BK, ldmatrix feeding the
- * fragments from swizzled shared rows, the epilogue of matmul.h at each accumulator's point.
+ * fragments from swizzled shared rows, the epilogue of matmul.h per 8 columns a lane (direct,
+ * or staged over the stages: mm_staged) or, for M not a multiple of 8, staged an element a lane.
  *
  * gemm_mma_dq: the same kernel for a quantized weight (mm_q_dequant: P a plain f16/bf16 load, Q
  * the dequantized element of quant_matmul's W as [out, in] blocks, ops/quant.c, any scheme of
@@ -593,7 +594,9 @@ static void pipeline(gm_k *c, rx_stmtvec *body) {
 }
 
 /* Where the output's rows are not whole 16-byte runs (M not a multiple of 8: no vector store
- * can be proved aligned), the epilogue at each accumulator's point, its pair of columns 2 t,
+ * can be proved aligned) and the tile cannot be staged (epilogue_frag_form: no 4 tiles a quad, or
+ * rows of a pass not whole for the warps), the epilogue at each accumulator's point, its pair of
+ * columns 2 t,
  * 2 t + 1 (the quad's 8 columns of a tile in two stores): accumulator i of tile (m, n) is the
  * output point (row0 + 16 (mt wm + m) + g + 8 (i // 2),
  * col0 + 8 (nt wn + n) + 2 t + i % 2), g = lane / 4, t = lane % 4: loops over m, n and i. */
@@ -678,6 +681,11 @@ void mm_quad_transpose(rx_sctx *s, const rx_expr *lane, rx_tx *const *src, rx_bu
 
 rx_stmt *mm_epilogue_row8(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
                           const rx_expr *row, const rx_expr *cb, rx_buffer *ft) {
+  return mm_epilogue_row8_n(s, mi, batch, row, cb, &ft, 1);
+}
+
+rx_stmt *mm_epilogue_row8_n(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
+                            const rx_expr *row, const rx_expr *cb, rx_buffer *const *fts, int n) {
   rx_expr_ctx *cx = s->cx;
   size_t mk = sym_analyzer_mark(s->an);
   const rx_expr *v = mm_bound_var(s, "v", 8), *col = sx_add(cx, cb, v);
@@ -685,12 +693,177 @@ rx_stmt *mm_epilogue_row8(rx_sctx *s, const mm_info *mi, const rx_expr *const *b
   rx_rewrite rw;
   mm_point_rewrite(s, mi, batch, row, col, vars, repl, &rw);
   rx_stmtvec fin = {0};
-  mm_epilogue(s, mi, &rw, sched_load(s, ft, &v, 1), &fin);
+  rx_tx *tot[1 + MM_MAX_EXTRA];
+  RX_ASSERT(n == 1 + mi->nx && n <= 1 + MM_MAX_EXTRA);
+  for (int t = 0; t < n; t++) tot[t] = sched_load(s, fts[t], &v, 1);
+  mm_epilogue_n(s, mi, &rw, tot, &fin);
   rx_stmt *cols = sched_for(s, v, sx_const(cx, 8), RX_LOOP_VECTORIZE, sched_seq(s, &fin));
   sym_analyzer_reset(s->an, mk);
   /* M a multiple of 8 and cb one: the 8 columns are all inside M or all past it */
   cols = sched_guard(s, sched_bound_guard(s, cb, mi->M), cols);
   return sched_guard(s, sched_bound_guard(s, row, mi->N), cols);
+}
+
+/* The staged epilogue (matmul.h, mm_staged). The staged row: the tile's bn columns of f32 in
+ * chunks of 4, chunk c at chunk c xor ((c / 8) % 2) (bit 0 flipped in every other run of 8), then
+ * MM_STAGED_PAD floats: a row stride of 8 banks modulo 32. Written, the fragments' pairs (8-byte
+ * stores: a phase of 16 lanes, 4 rows g of 4 pairs t) fall in 4 x 8 different banks; read, a
+ * lane's 8 columns (two 16-byte loads: a phase of 8 lanes, one row) meet no other lane of its
+ * phase in a bank (chunks 2u, then 2u + 1, of u = 0..7: 0, 2, .., 6 and 9, 11, .., 15 on the
+ * first load). */
+const rx_expr *mm_staged_col(rx_sctx *s, const rx_expr *cg, const rx_expr *t) {
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *two = sx_const(cx, 2);
+  const rx_expr *b0 = sym_expr_floordiv(cx, t, two);                      /* bit 0 of the chunk */
+  const rx_expr *b3 = sym_expr_floordiv(cx, cg, sx_const(cx, 4));         /* bit 3, and above */
+  const rx_expr *chunk0 = sym_expr_floormod(cx, sx_add(cx, b0, b3), two); /* bit 0 swizzled */
+  return sx_add(cx, sx_add(cx, sx_mul_c(cx, cg, 8), sx_mul_c(cx, chunk0, 4)),
+                sx_mul_c(cx, sym_expr_floormod(cx, t, two), 2));
+}
+
+rx_stmt *mm_staged_pair(rx_sctx *s, rx_buffer *cs, const rx_expr *row, const rx_expr *cg,
+                        const rx_expr *t, rx_buffer *acc, const rx_expr *const *ai, int nai) {
+  rx_expr_ctx *cx = s->cx;
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *e = mm_bound_var(s, "e", 2);
+  const rx_expr *ci[2] = {row, sx_add(cx, mm_staged_col(s, cg, t), e)}, *a[4];
+  RX_ASSERT(nai <= 4);
+  for (int i = 0; i < nai; i++) a[i] = i == nai - 1 ? sx_add(cx, ai[i], e) : ai[i];
+  rx_stmt *st = sched_store_e(s, cs, ci, 2, sched_load(s, acc, a, nai));
+  sym_analyzer_reset(s->an, mk);
+  return sched_for(s, e, sx_const(cx, 2), RX_LOOP_VECTORIZE, st);
+}
+
+int mm_staged_rows(int bm, int bn, int band, int64_t bytes) {
+  int rows = (int)(bytes / ((int64_t)(bn + MM_STAGED_PAD) * 4)) / band * band;
+  RX_ASSERT(rows >= band);
+  return rows > bm ? bm : rows;
+}
+
+/* Lane u of a staged row (tx % (bn / 8)) reads its 8 columns 8 u .. 8 u + 7 from row r of cs
+ * into ft (chunks 2 u and 2 u + 1, mm_staged_col's places), then mm_epilogue_row8. */
+static void staged_row(rx_sctx *s, const mm_info *mi, const mm_staged *st, rx_buffer *cs,
+                       rx_buffer *ft, const rx_expr *r, const rx_expr *row, rx_stmtvec *out) {
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *u = sym_expr_floormod(cx, st->tx, sx_const(cx, st->bn / 8));
+  for (int hf = 0; hf < 2; hf++) {
+    size_t mk = sym_analyzer_mark(s->an);
+    const rx_expr *v = mm_bound_var(s, "v", 4);
+    /* chunk 2 u + hf: bit 0 hf, bit 3 u / 4 */
+    const rx_expr *c0 = sym_expr_floormod(
+        cx, sx_add(cx, sx_const(cx, hf), sym_expr_floordiv(cx, u, sx_const(cx, 4))),
+        sx_const(cx, 2));
+    const rx_expr *ci[2] = {r, sx_add(cx, sx_add(cx, sx_mul_c(cx, u, 8), sx_mul_c(cx, c0, 4)), v)};
+    const rx_expr *fi = sx_add(cx, v, sx_const(cx, 4 * hf));
+    rx_stmt *ld = sched_store_e(s, ft, &fi, 1, sched_load(s, cs, ci, 2));
+    sym_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(out, sched_for(s, v, sx_const(cx, 4), RX_LOOP_VECTORIZE, ld));
+  }
+  const rx_expr *cb = sx_add(cx, st->col0, sx_mul_c(cx, u, 8));
+  RX_VEC_PUSH(out, mm_epilogue_row8(s, mi, st->brepl, row, cb, ft));
+}
+
+/* The place of tile column c in a staged row (mm_staged_col's swizzle of 4-float chunks). */
+static const rx_expr *staged_place(rx_sctx *s, const rx_expr *c) {
+  rx_expr_ctx *cx = s->cx;
+  const rx_expr *chunk = sx_div_c(cx, c, 4), *b0 = sx_mod_c(cx, chunk, 2);
+  const rx_expr *sw = sx_mod_c(cx, sx_add(cx, b0, sx_div_c(cx, chunk, 8)), 2);
+  return sx_add(cx, sx_mul_c(cx, sx_add(cx, sym_expr_sub(cx, chunk, b0), sw), 4),
+                sx_mod_c(cx, c, 4));
+}
+
+/* M not a multiple of 8 (mm_staged.elems): no row start is 16-byte aligned, so the staged rows go
+ * out an element a lane, a warp a row at a time: lane l of step w takes tile column 32 w + l (64
+ * contiguous bytes of f16 a store, 2 or 3 sectors by the row's offset) and runs the epilogue at
+ * that point (its loads the same walk), guarded only at the last column tile and past N, so the
+ * lanes of a warp stay together. (Steps aligned to 64 bytes of the output would move 9 sectors a
+ * 256-byte row instead of 12, at the cost of lanes idle in a different step each: a walk the
+ * emulator's per-lane request model cannot count.) */
+static void staged_elems(rx_sctx *s, const mm_info *mi, const mm_staged *st, rx_buffer *cs,
+                         int pass, rx_stmtvec *out) {
+  rx_expr_ctx *cx = s->cx;
+  int warps = st->threads / 32, W = st->bn / 32;
+  RX_ASSERT(st->rows % warps == 0);
+  const rx_expr *lane = sx_mod_c(cx, st->tx, 32), *warp = sx_div_c(cx, st->tx, 32);
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *rr = mm_bound_var(s, "rr", st->rows / warps), *w = mm_bound_var(s, "w", W);
+  const rx_expr *r = sx_add(cx, sx_mul_c(cx, rr, warps), warp);
+  const rx_expr *row = sx_add(cx, st->row0, sx_add(cx, sx_const(cx, pass * st->rows), r));
+  const rx_expr *c = sx_add(cx, sx_mul_c(cx, w, 32), lane), *col = sx_add(cx, st->col0, c);
+  const rx_expr *in =
+      sx_and_opt(cx, sched_bound_guard(s, col, mi->M), sched_bound_guard(s, row, mi->N));
+  const rx_expr *vars[MAXN], *repl[MAXN];
+  rx_rewrite rw;
+  mm_point_rewrite(s, mi, st->brepl, row, col, vars, repl, &rw);
+  rx_stmtvec fin = {0};
+  const rx_expr *ci[2] = {r, staged_place(s, c)};
+  mm_epilogue(s, mi, &rw, sched_load(s, cs, ci, 2), &fin);
+  rx_stmt *g = sched_guard(s, in, sched_seq(s, &fin));
+  sym_analyzer_reset(s->an, mk);
+  rx_stmt *ws = sched_for(s, w, sx_const(cx, W), RX_LOOP_SERIAL, g);
+  RX_VEC_PUSH(out, sched_for(s, rr, sx_const(cx, st->rows / warps), RX_LOOP_SERIAL, ws));
+}
+
+void mm_epilogue_staged(rx_sctx *s, const mm_info *mi, const mm_staged *st, rx_stmtvec *body) {
+  rx_expr_ctx *cx = s->cx;
+  int lanes = st->bn / 8, per = st->threads / lanes; /* lanes a row, rows a sweep */
+  RX_ASSERT(st->bm % st->rows == 0 && st->rows % per == 0 && st->threads % lanes == 0);
+  int64_t eight[1] = {8}, shape[2] = {st->rows, st->bn + MM_STAGED_PAD};
+  rx_stmt *al;
+  rx_buffer *ft = sched_alloc(s, "ft", RX_DTYPE_F32, RX_SCOPE_LOCAL, eight, 1, &al);
+  RX_VEC_PUSH(body, al);
+  rx_buffer *cs = sched_alloc(s, "cs", RX_DTYPE_F32, RX_SCOPE_SHARED, shape, 2, &al);
+  cs->reuse = true; /* over the pipeline's stages: every warp is past its last read (barrier) */
+  RX_VEC_PUSH(body, al);
+  const rx_expr *ry = sym_expr_floordiv(cx, st->tx, sx_const(cx, lanes));
+  for (int pass = 0; pass < st->bm / st->rows; pass++) {
+    RX_VEC_PUSH(body, sched_barrier(s)); /* the stages' (the last pass's) readers are done */
+    st->write(st->ctx, cs, pass, body);
+    RX_VEC_PUSH(body, sched_barrier(s));
+    if (st->elems) {
+      staged_elems(s, mi, st, cs, pass, body);
+      continue;
+    }
+    size_t mk = sym_analyzer_mark(s->an);
+    const rx_expr *sw = mm_bound_var(s, "sw", st->rows / per);
+    const rx_expr *r = sx_add(cx, sx_mul_c(cx, sw, per), ry);
+    const rx_expr *row = sx_add(cx, st->row0, sx_add(cx, sx_const(cx, pass * st->rows), r));
+    rx_stmtvec rs = {0};
+    staged_row(s, mi, st, cs, ft, r, row, &rs);
+    sym_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(body,
+                sched_for(s, sw, sx_const(cx, st->rows / per), RX_LOOP_SERIAL, sched_seq(s, &rs)));
+  }
+}
+
+/* Writes pass `pass` of gm_k's tile into cs (mm_staged's write): the warps whose 16 mt rows lie
+ * in the pass (wm / bands == pass, bands = the warp rows a pass holds), each accumulator pair of
+ * tile (m, n), row h, at cs[16 (mt (wm % bands) + m) + g + 8 h, mm_staged_col(nt wn + n, t)]. */
+static void staged_write(void *ctx, rx_buffer *cs, int pass, rx_stmtvec *out) {
+  gm_k *c = ctx;
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  int bands = (int)cs->shape[0]->value / (16 * c->mt);
+  const rx_expr *g = sym_expr_floordiv(cx, c->lane, sx_const(cx, 4));
+  const rx_expr *t = sym_expr_floormod(cx, c->lane, sx_const(cx, 4));
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *m = mm_bound_var(s, "m", c->mt), *n = mm_bound_var(s, "n", c->nt);
+  const rx_expr *h = mm_bound_var(s, "h", 2);
+  const rx_expr *band = sym_expr_floormod(cx, c->wm, sx_const(cx, bands));
+  const rx_expr *row = sx_add(cx, sx_add(cx, sx_mul_c(cx, band, 16 * c->mt), sx_mul_c(cx, m, 16)),
+                              sx_add(cx, g, sx_mul_c(cx, h, 8)));
+  const rx_expr *cg = sx_add(cx, sx_mul_c(cx, c->wn, c->nt), n);
+  const rx_expr *ai[2] = {sx_add(cx, sx_mul_c(cx, m, c->nt), n), sx_mul_c(cx, h, 2)};
+  rx_stmtvec hs = {0}, ns = {0}, ms = {0};
+  RX_VEC_PUSH(&hs, mm_staged_pair(s, cs, row, cg, t, c->fc, ai, 2));
+  sym_analyzer_reset(s->an, mk);
+  RX_VEC_PUSH(&ns, unrolled(s, h, 2, &hs));
+  RX_VEC_PUSH(&ms, unrolled(s, n, c->nt, &ns));
+  rx_stmt *w = unrolled(s, m, c->mt, &ms);
+  int passes = c->cf.bm / (int)cs->shape[0]->value;
+  const rx_expr *mine = sym_expr_cmp(
+      cx, RX_EXPR_EQ, sym_expr_floordiv(cx, c->wm, sx_const(cx, bands)), sx_const(cx, pass));
+  RX_VEC_PUSH(out, passes > 1 ? sched_guard(s, mine, w) : w);
 }
 
 /* The epilogue per 8 consecutive columns a lane (mm_quad_transpose, mm_epilogue_row8): row
@@ -699,6 +872,15 @@ static void epilogue_vec(gm_k *c, rx_stmtvec *body) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
   const mm_info *mi = c->mi;
+  if (mm_staged_pays(s, mi)) {
+    int64_t stages = (int64_t)GM_STAGES * (c->cf.bm + c->cf.bn) * GM_BK * 2;
+    mm_staged st = {
+        c->cf.bm, c->cf.bn,     c->threads, mm_staged_rows(c->cf.bm, c->cf.bn, 16 * c->mt, stages),
+        c->tx,    c->row0,      c->col0,    c->brepl,
+        c,        staged_write, false};
+    mm_epilogue_staged(s, mi, &st, body);
+    return;
+  }
   int64_t eight[1] = {8};
   rx_stmt *al;
   rx_buffer *ft = sched_alloc(s, "ft", RX_DTYPE_F32, RX_SCOPE_LOCAL, eight, 1, &al);
@@ -750,11 +932,28 @@ void mm_epilogue_by_m(rx_sctx *s, const rx_expr *M, bool only_frag, mm_epilogue_
   RX_VEC_PUSH(body, sched_if(s, sched_cond(s, whole), sched_seq(s, &yes), sched_seq(s, &no)));
 }
 
+bool mm_staged_pays(rx_sctx *s, const mm_info *mi) {
+  int64_t d = mi->M->kind == RX_EXPR_CONST ? mi->M->value : sym_analyzer_divisor(s->an, mi->M);
+  return d == 0 || d % 32 != 0;
+}
+
 static void epilogue_vec_form(void *k, rx_stmtvec *body) { epilogue_vec(k, body); }
-static void epilogue_frag_form(void *k, rx_stmtvec *body) { epilogue_frag(k, body); }
+static void epilogue_frag_form(void *k, rx_stmtvec *body) {
+  gm_k *c = k;
+  int64_t stages = (int64_t)GM_STAGES * (c->cf.bm + c->cf.bn) * GM_BK * 2;
+  mm_staged st = {
+      c->cf.bm, c->cf.bn,     c->threads, mm_staged_rows(c->cf.bm, c->cf.bn, 16 * c->mt, stages),
+      c->tx,    c->row0,      c->col0,    c->brepl,
+      c,        staged_write, true};
+  if (c->nt == 4 && st.rows % (c->threads / 32) == 0) {
+    mm_epilogue_staged(c->s, c->mi, &st, body);
+    return;
+  }
+  epilogue_frag(k, body);
+}
 
 /* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time:
- * the per-accumulator one in its else branch), else at the accumulators' points. Both tile
+ * the other in its else branch), else staged an element a lane (mm_staged.elems). Both tile
  * configurations give a quad's 4 lanes 4 tiles (nt), as mm_quad_transpose needs. */
 static void epilogue(gm_k *c, rx_stmtvec *body) {
   mm_epilogue_by_m(c->s, c->mi->M, c->nt != 4, epilogue_vec_form, epilogue_frag_form, c, body);

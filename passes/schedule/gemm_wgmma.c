@@ -8,8 +8,9 @@
  * WG_BM x WG_BN (128 x 128) tile of the output over WG_STAGES cp.async stages of WG_BK; each
  * warpgroup, per stage, WG_BK / 16 wgmma m64nWG_BNk16 on its 64 rows of P's stage and all of Q's,
  * both read from shared memory in the 128-byte swizzle that ir.h defines (chunk q of row r at
- * chunk q xor (r % 8)), written so by the cp.async copies; the epilogue of matmul.h at each
- * accumulator's point (ir.h's layout of D). Rows and columns past the output's are zero-filled in
+ * chunk q xor (r % 8)), written so by the cp.async copies; the epilogue of matmul.h per 8 columns
+ * a lane (direct, or staged over the stages) or, M not a multiple of 8, staged an element a lane
+ * (matmul.h, mm_staged). Rows and columns past the output's are zero-filled in
  * the stages and not stored.
  *
  * Shared memory: 3 x (128 + 128) x 64 halves = 96 KiB, over the 48 KiB a kernel may declare
@@ -131,42 +132,6 @@ static void pipeline(wg_k *c, rx_stmtvec *body) {
   mm_pipeline_emit(c->s, c->mi->K->value / WG_BK, &p, body);
 }
 
-/* Where M is not a multiple of 8 (no 16-byte store aligned): the epilogue at each accumulator's
- * point. Accumulator i is the output point (row0 + 64 wg + 16 w + g + 8 (i // 2 % 2), col0 + 8 (i
- * // 4)
- * + 2 t + i % 2), wg = tx / 128, w = tx % 128 / 32, g = tx % 32 / 4, t = tx % 4 (ir.h): a loop
- * over i. */
-static void epilogue_frag(wg_k *c, rx_stmtvec *body) {
-  rx_sctx *s = c->s;
-  rx_expr_ctx *cx = s->cx;
-  const mm_info *mi = c->mi;
-  const rx_expr *w = sym_expr_floordiv(cx, c->tx, sx_const(cx, 32)); /* 4 wg + w: 16-row band */
-  const rx_expr *g =
-      sym_expr_floordiv(cx, sym_expr_floormod(cx, c->tx, sx_const(cx, 32)), sx_const(cx, 4));
-  const rx_expr *t = sym_expr_floormod(cx, c->tx, sx_const(cx, 4));
-  size_t mk = sym_analyzer_mark(s->an);
-  const rx_expr *i = mm_bound_var(s, "i", WG_BN / 2);
-  const rx_expr *half =
-      sym_expr_floormod(cx, sym_expr_floordiv(cx, i, sx_const(cx, 2)), sx_const(cx, 2));
-  const rx_expr *row =
-      sx_add(cx, sx_add(cx, c->row0, sx_mul_c(cx, w, 16)), sx_add(cx, g, sx_mul_c(cx, half, 8)));
-  const rx_expr *col =
-      sx_add(cx, sx_add(cx, c->col0, sx_mul_c(cx, sym_expr_floordiv(cx, i, sx_const(cx, 4)), 8)),
-             sx_add(cx, sx_mul_c(cx, t, 2), sym_expr_floormod(cx, i, sx_const(cx, 2))));
-  row = sym_analyzer_simplify(s->an, row);
-  col = sym_analyzer_simplify(s->an, col);
-  const rx_expr *vars[MAXN], *repl[MAXN];
-  rx_rewrite rw;
-  mm_point_rewrite(s, mi, c->brepl, row, col, vars, repl, &rw);
-  rx_stmtvec fin = {0}, is = {0};
-  mm_epilogue(s, mi, &rw, sched_load(s, c->acc, &i, 1), &fin);
-  const rx_expr *in =
-      sx_and_opt(cx, sched_bound_guard(s, row, mi->N), sched_bound_guard(s, col, mi->M));
-  RX_VEC_PUSH(&is, sched_guard(s, in, sched_seq(s, &fin)));
-  sym_analyzer_reset(s->an, mk);
-  RX_VEC_PUSH(body, sched_for(s, i, sx_const(cx, WG_BN / 2), RX_LOOP_UNROLL, sched_seq(s, &is)));
-}
-
 /* Per 8 consecutive columns a lane (matmul.h, mm_quad_transpose and mm_epilogue_row8): for each
  * row (h) and group q of 4 tiles of 8 columns (tile 4 q + n in acc[4 (4 q + n) + 2 h + e]), the
  * quad's transpose gives lane t tile 4 q + t's 8 columns; row row0 + 16 w + g + 8 h, columns
@@ -201,11 +166,51 @@ static void epilogue_vec(wg_k *c, rx_stmtvec *body) {
   RX_VEC_PUSH(body, sched_for(s, h, sx_const(cx, 2), RX_LOOP_UNROLL, sched_seq(s, &hs)));
 }
 
-static void epilogue_vec_form(void *k, rx_stmtvec *body) { epilogue_vec(k, body); }
-static void epilogue_frag_form(void *k, rx_stmtvec *body) { epilogue_frag(k, body); }
+/* Writes wg_k's tile into cs (mm_staged's write, one pass: 128 rows of 136 floats, 68 KiB over
+ * the 96 KiB of stages): accumulator pair (h, e) of 8-column group q is
+ * acc[4 q + 2 h + e], at cs[16 w + g + 8 h, mm_staged_col(q, t) + e]. */
+static void staged_write(void *ctx, rx_buffer *cs, int pass, rx_stmtvec *out) {
+  wg_k *c = ctx;
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  RX_ASSERT(pass == 0);
+  const rx_expr *lane = sym_expr_floormod(cx, c->tx, sx_const(cx, 32));
+  const rx_expr *w = sym_expr_floordiv(cx, c->tx, sx_const(cx, 32)); /* 4 wg + w: 16-row band */
+  const rx_expr *g = sym_expr_floordiv(cx, lane, sx_const(cx, 4));
+  const rx_expr *t = sym_expr_floormod(cx, c->tx, sx_const(cx, 4));
+  size_t mk = sym_analyzer_mark(s->an);
+  const rx_expr *h = mm_bound_var(s, "h", 2), *q = mm_bound_var(s, "q", WG_BN / 8);
+  const rx_expr *row = sx_add(cx, sx_mul_c(cx, w, 16), sx_add(cx, g, sx_mul_c(cx, h, 8)));
+  const rx_expr *ai = sx_add(cx, sx_mul_c(cx, q, 4), sx_mul_c(cx, h, 2));
+  rx_stmt *st = mm_staged_pair(s, cs, row, q, t, c->acc, &ai, 1);
+  sym_analyzer_reset(s->an, mk);
+  rx_stmt *hs = sched_for(s, h, sx_const(cx, 2), RX_LOOP_UNROLL, st);
+  RX_VEC_PUSH(out, sched_for(s, q, sx_const(cx, WG_BN / 8), RX_LOOP_UNROLL, hs));
+}
+
+static void epilogue_vec_form(void *k, rx_stmtvec *body) {
+  wg_k *c = k;
+  if (mm_staged_pays(c->s, c->mi)) {
+    int64_t stages = (int64_t)WG_STAGES * (WG_BM + WG_BN) * WG_BK * 2;
+    mm_staged st = {WG_BM, WG_BN,        WG_THREADS, mm_staged_rows(WG_BM, WG_BN, WG_BM, stages),
+                    c->tx, c->row0,      c->col0,    c->brepl,
+                    c,     staged_write, false};
+    mm_epilogue_staged(c->s, c->mi, &st, body);
+    return;
+  }
+  epilogue_vec(k, body);
+}
+static void epilogue_frag_form(void *k, rx_stmtvec *body) {
+  wg_k *c = k;
+  int64_t stages = (int64_t)WG_STAGES * (WG_BM + WG_BN) * WG_BK * 2;
+  mm_staged st = {WG_BM, WG_BN,        WG_THREADS, mm_staged_rows(WG_BM, WG_BN, WG_BM, stages),
+                  c->tx, c->row0,      c->col0,    c->brepl,
+                  c,     staged_write, true};
+  mm_epilogue_staged(c->s, c->mi, &st, body);
+}
 
 /* The epilogue: per 8 columns a lane where M is a multiple of 8 (known, or tested at run time),
- * else at the accumulators' points (matmul.h, mm_epilogue_by_m). */
+ * else staged and stored an element a lane (matmul.h, mm_epilogue_by_m, mm_staged). */
 static void epilogue(wg_k *c, rx_stmtvec *body) {
   mm_epilogue_by_m(c->s, c->mi->M, false, epilogue_vec_form, epilogue_frag_form, c, body);
 }

@@ -128,6 +128,8 @@ typedef struct mma_k {
   rx_buffer *xs, *rtb, *rts;
   int64_t KC;
   const rx_expr *tx, *kl;
+  rx_buffer *red;      /* the partial sums [MMA_WARPS, slots, 32] (finish) */
+  const rx_expr *lane; /* the thread's lane */
 } mma_k;
 
 /* dst[row, 0..8) = operand at (i, j, kb + v) with 16-byte loads where cond holds, else zeros;
@@ -303,33 +305,46 @@ static void kloop_staged(mma_k *c, rx_stmtvec *out) {
   }
 }
 
-/* The warps' partial tiles summed through shared memory, then warp 0's epilogue: accumulator i
- * of tile (m, q) is the output point (row0 + 16m + g + 8 (i // 2), col0 + 8q + 2t + i % 2). */
-static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
-  rx_sctx *s = c->s;
+/* The partial-sum buffer's lane of (slot, lane): lane xor f, f = (q + 2 h) % 4 for the slot's
+ * tile column group q (slot / 4 % C) and row half h (slot % 4 / 2), so that the transposed read
+ * (epilogue_vec: at one column v, the lanes of a warp on rows g (+ 8 h) and groups q) finds
+ * 8 g + (v / 2 xor f) in 32 different banks; each warp's writes (a slot at a time) stay a
+ * permutation of the banks. */
+static const rx_expr *part_lane(mma_k *c, const rx_expr *slot, const rx_expr *lane) {
+  rx_expr_ctx *cx = c->s->cx;
+  const rx_expr *two = sx_const(cx, 2), *four = sx_const(cx, 4);
+  const rx_expr *q = sym_expr_floormod(cx, sym_expr_floordiv(cx, slot, four), sx_const(cx, c->C));
+  const rx_expr *h = sym_expr_floordiv(cx, sym_expr_floormod(cx, slot, four), two);
+  const rx_expr *f = sym_expr_floormod(cx, sx_add(cx, q, sx_mul_c(cx, h, 2)), four);
+  const rx_expr *lo = sym_expr_floormod(cx, lane, four);
+  const rx_expr *b0 = sym_expr_floormod(
+      cx, sx_add(cx, sym_expr_floormod(cx, lo, two), sym_expr_floormod(cx, f, two)), two);
+  const rx_expr *b1 = sym_expr_floormod(
+      cx, sx_add(cx, sym_expr_floordiv(cx, lo, two), sym_expr_floordiv(cx, f, two)), two);
+  return sym_analyzer_simplify(
+      c->s->an, sx_add(cx, sym_expr_sub(cx, lane, lo), sx_add(cx, b0, sx_mul_c(cx, b1, 2))));
+}
+
+/* The lanes' slots in the partial-sum buffer: the main tiles' 4 accumulators, each extra
+ * projection's, then 2 sums per row term; base[t] the first slot of extra t. */
+static int part_slots(mma_k *c, int *base) {
   const mm_info *mi = c->mi;
-  int tiles = c->RM * c->C;
-  /* slots of each lane: the main tiles' 4 accumulators, each extra projection's, then 2 sums per
-   * row term; base[t] the first slot of extra t */
-  int slots = tiles * 4, base[MM_MAX_EXTRA];
+  int tiles = c->RM * c->C, slots = tiles * 4;
   for (int t = 0; t < mi->nx; t++) {
     base[t] = slots;
     slots += mi->x[t].q ? tiles * 4 : c->xs ? 0 : 2;
   }
-  rx_stmt *al;
-  int64_t shp[3] = {MMA_WARPS, slots, 32};
-  rx_buffer *red = sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
-  RX_VEC_PUSH(body, al);
-  for (int t = -1; t < mi->nx; t++)
-    for (int q = 0; q < (t < 0 || mi->x[t].q ? tiles : c->xs ? 0 : 1); q++) {
-      rx_buffer *src = t < 0 ? c->fc[q] : mi->x[t].q ? c->fcx[t][q] : c->rt[t];
-      int n = t < 0 || mi->x[t].q ? 4 : 2, at = (t < 0 ? 0 : base[t]) + 4 * q;
-      const rx_expr *i = sched_fresh_var(s, "i");
-      const rx_expr *ri[3] = {c->w, sx_add(s->cx, sx_const(s->cx, at), i), lane};
-      RX_VEC_PUSH(body, sched_for(s, i, sx_const(s->cx, n), RX_LOOP_UNROLL,
-                                  sched_store_e(s, red, ri, 3, sched_load(s, src, &i, 1))));
-    }
-  RX_VEC_PUSH(body, sched_barrier(s));
+  return slots;
+}
+
+/* The epilogue at the accumulators' points (M not a multiple of 8): warp 0, accumulator i of
+ * tile (m, q) is the output point (row0 + 16m + g + 8 (i // 2), col0 + 8q + 2t + i % 2). */
+static void epilogue_frag(mma_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  int tiles = c->RM * c->C, base[MM_MAX_EXTRA];
+  part_slots(c, base);
+  const rx_expr *lane = c->lane;
   rx_stmtvec out = {0};
   for (int q = 0; q < tiles; q++) {
     const rx_expr *i = sched_fresh_var(s, "i");
@@ -355,8 +370,8 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
         for (int u = 0; u < (rowterm ? 4 : 1); u++) { /* a row term: the 4 lanes of group g */
           const rx_expr *ln =
               rowterm ? sx_add(s->cx, sx_mul_c(s->cx, c->g, 4), sx_const(s->cx, u)) : lane;
-          const rx_expr *ri[3] = {sx_const(s->cx, w), slot, ln};
-          rx_tx *l = sched_load(s, red, ri, 3);
+          const rx_expr *ri[3] = {sx_const(s->cx, w), slot, part_lane(c, slot, ln)};
+          rx_tx *l = sched_load(s, c->red, ri, 3);
           sum = sum ? ir_tx_binary(s->m, RX_BINOP_ADD, sum, l, s->loc) : l;
         }
       tot[t + 1] = sum;
@@ -380,6 +395,97 @@ static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
   }
   RX_VEC_PUSH(body, sched_guard(s, sym_expr_cmp(s->cx, RX_EXPR_EQ, c->w, sx_const(s->cx, 0)),
                                 sched_seq(s, &out)));
+}
+
+/* The epilogue per 8 consecutive columns a lane (M a multiple of 8, known or tested: matmul.h,
+ * mm_epilogue_by_m): thread tx takes tile row r = tx / C (16 RM rows: threads past them idle)
+ * and the 8 columns of group q = tx % C, and reads their partial sums transposed from the
+ * buffer: column v of them is accumulator 2 (r % 16 / 8) + v % 2 of tile (r / 16, q) in lane
+ * 4 (r % 8) + v / 2 (part_lane's place: no bank conflicts); then mm_epilogue_row8_n, the output's
+ * 16 bytes a lane, C lanes a row (gemv_mma: warp 0 holds the 16 rows x 16 columns, 512 bytes). */
+static void epilogue_vec(mma_k *c, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  const mm_info *mi = c->mi;
+  int T = 32 * MMA_WARPS, rows = 16 * c->RM, base[MM_MAX_EXTRA];
+  RX_ASSERT(T / c->C >= rows);
+  part_slots(c, base);
+  const rx_expr *r = sym_expr_floordiv(cx, c->tx, sx_const(cx, c->C));
+  const rx_expr *q = sym_expr_floormod(cx, c->tx, sx_const(cx, c->C));
+  rx_buffer *fts[1 + MM_MAX_EXTRA];
+  rx_stmtvec in = {0};
+  int64_t eight[1] = {8};
+  for (int t = -1; t < mi->nx; t++) {
+    rx_stmt *al;
+    rx_buffer *ft = fts[t + 1] = sched_alloc(s, "ft", RX_DTYPE_F32, RX_SCOPE_LOCAL, eight, 1, &al);
+    RX_VEC_PUSH(&in, al);
+    bool rowterm = t >= 0 && !mi->x[t].q;
+    RX_ASSERT(!rowterm || c->xs); /* a row term's sums are the staged form's block totals */
+    size_t mk = sym_analyzer_mark(s->an);
+    const rx_expr *v = mm_bound_var(s, "v", 8);
+    rx_tx *sum = NULL;
+    if (rowterm) {
+      const rx_expr *ri = sx_add(cx, sx_const(cx, 16 * t), r);
+      sum = sched_load(s, c->rts, &ri, 1);
+    }
+    const rx_expr *tile =
+        sx_add(cx, sx_mul_c(cx, sym_expr_floordiv(cx, r, sx_const(cx, 16)), c->C), q);
+    const rx_expr *acc = sx_add(
+        cx,
+        sx_mul_c(cx,
+                 sym_expr_floordiv(cx, sym_expr_floormod(cx, r, sx_const(cx, 16)), sx_const(cx, 8)),
+                 2),
+        sym_expr_floormod(cx, v, sx_const(cx, 2)));
+    const rx_expr *slot =
+        sx_add(cx, sx_const(cx, t < 0 ? 0 : base[t]), sx_add(cx, sx_mul_c(cx, tile, 4), acc));
+    const rx_expr *ln = sx_add(cx, sx_mul_c(cx, sym_expr_floormod(cx, r, sx_const(cx, 8)), 4),
+                               sym_expr_floordiv(cx, v, sx_const(cx, 2)));
+    for (int w = 0; !rowterm && w < MMA_WARPS; w++) {
+      const rx_expr *ri[3] = {sx_const(cx, w), slot, part_lane(c, slot, ln)};
+      rx_tx *l = sched_load(s, c->red, ri, 3);
+      sum = sum ? ir_tx_binary(s->m, RX_BINOP_ADD, sum, l, s->loc) : l;
+    }
+    rx_stmt *st = sched_store_e(s, ft, &v, 1, sum);
+    sym_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(&in, sched_for(s, v, sx_const(cx, 8), RX_LOOP_UNROLL, st));
+  }
+  const rx_expr *row = sx_add(cx, c->row0, r), *cb = sx_add(cx, c->col0, sx_mul_c(cx, q, 8));
+  RX_VEC_PUSH(&in, mm_epilogue_row8_n(s, mi, c->brepl, row, cb, fts, 1 + mi->nx));
+  const rx_expr *mine = sx_lt(cx, c->tx, sx_const(cx, rows * c->C));
+  RX_VEC_PUSH(body, sched_guard(s, mine, sched_seq(s, &in)));
+}
+
+static void epilogue_vec_form(void *k, rx_stmtvec *body) { epilogue_vec(k, body); }
+static void epilogue_frag_form(void *k, rx_stmtvec *body) { epilogue_frag(k, body); }
+
+/* The warps' partial tiles summed through shared memory (c->red, lanes placed by part_lane),
+ * then the epilogue: per 8 columns a lane where M is a multiple of 8 (known or tested at run
+ * time), else warp 0 at the accumulators' points. */
+static void finish(mma_k *c, const rx_expr *lane, rx_stmtvec *body) {
+  rx_sctx *s = c->s;
+  const mm_info *mi = c->mi;
+  int tiles = c->RM * c->C, base[MM_MAX_EXTRA];
+  int slots = part_slots(c, base);
+  rx_stmt *al;
+  int64_t shp[3] = {MMA_WARPS, slots, 32};
+  rx_buffer *red = c->red = sched_alloc(s, "part", RX_DTYPE_F32, RX_SCOPE_SHARED, shp, 3, &al);
+  RX_VEC_PUSH(body, al);
+  c->lane = lane;
+  for (int t = -1; t < mi->nx; t++)
+    for (int q = 0; q < (t < 0 || mi->x[t].q ? tiles : c->xs ? 0 : 1); q++) {
+      rx_buffer *src = t < 0 ? c->fc[q] : mi->x[t].q ? c->fcx[t][q] : c->rt[t];
+      int n = t < 0 || mi->x[t].q ? 4 : 2, at = (t < 0 ? 0 : base[t]) + 4 * q;
+      const rx_expr *i = sched_fresh_var(s, "i");
+      size_t mk = sym_analyzer_mark(s->an);
+      sym_analyzer_bind_range(s->an, i, sx_const(s->cx, 0), sx_const(s->cx, n));
+      const rx_expr *slot = sx_add(s->cx, sx_const(s->cx, at), i);
+      const rx_expr *ri[3] = {c->w, slot, part_lane(c, slot, lane)};
+      rx_stmt *st = sched_store_e(s, red, ri, 3, sched_load(s, src, &i, 1));
+      sym_analyzer_reset(s->an, mk);
+      RX_VEC_PUSH(body, sched_for(s, i, sx_const(s->cx, n), RX_LOOP_UNROLL, st));
+    }
+  RX_VEC_PUSH(body, sched_barrier(s));
+  mm_epilogue_by_m(s, mi->M, false, epilogue_vec_form, epilogue_frag_form, c, body);
 }
 
 /* The kernel for RM row tiles of 16 and C column groups of 8 per warp; rows: with RM > 1 the

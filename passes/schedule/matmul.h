@@ -112,6 +112,10 @@ void mm_quad_transpose(rx_sctx *s, const rx_expr *lane, rx_tx *const *src, rx_bu
  * enclosing test), guarded by row < N and cb < M. */
 rx_stmt *mm_epilogue_row8(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
                           const rx_expr *row, const rx_expr *cb, rx_buffer *ft);
+/* The same with the extra reductions' totals too: fts[0] the main one's, fts[1 + t] extra t's
+ * (n = 1 + mi->nx; mm_epilogue_n). */
+rx_stmt *mm_epilogue_row8_n(rx_sctx *s, const mm_info *mi, const rx_expr *const *batch,
+                            const rx_expr *row, const rx_expr *cb, rx_buffer *const *fts, int n);
 /* A fragment GEMM's epilogue (gemm_mma, gemm_wgmma): vec(k, .) (per 8 columns a lane,
  * mm_epilogue_row8) where M is known to be a multiple of 8, frag(k, .) (at the accumulators'
  * points) where it is known not to be or when only_frag, else vec under a run-time test of M % 8
@@ -119,6 +123,37 @@ rx_stmt *mm_epilogue_row8(rx_sctx *s, const mm_info *mi, const rx_expr *const *b
 typedef void (*mm_epilogue_form)(void *k, rx_stmtvec *body);
 void mm_epilogue_by_m(rx_sctx *s, const rx_expr *M, bool only_frag, mm_epilogue_form vec,
                       mm_epilogue_form frag, void *k, rx_stmtvec *body);
+/* The staged epilogue of the fragment GEMMs (issue 31, coalesced stores): where a warp's 32
+ * columns (mm_quad_transpose's 64-byte runs of f16) would straddle sectors (M not a multiple of
+ * 32: mm_staged_pays), the block's accumulators go through shared memory, `rows` tile rows at a
+ * time, into cs (f32 [rows, bn + MM_STAGED_PAD], `reuse`: over the pipeline's stages, free after
+ * its last step; ir.h), between barriers; then each lane takes 8 consecutive columns of a row
+ * (bn / 8 lanes a row: a warp covers whole rows of the tile, 256 contiguous bytes of f16 at
+ * bn = 128) and runs mm_epilogue_row8 on them (the fused operands read with the same walk, 16
+ * bytes a lane). write(ctx, cs, pass, out) stores the accumulators of tile rows pass * rows ..
+ * + rows at cs[row - pass * rows, mm_staged_col(8-column group, t) + e] (mm_staged_pair). M a
+ * multiple of 8 (known or assumed), as mm_epilogue_row8 needs. */
+#define MM_STAGED_PAD 8 /* floats after each staged row: a stride of 8 banks modulo 32 */
+typedef struct mm_staged {
+  int bm, bn, threads, rows; /* the block's tile and threads; tile rows staged at once */
+  const rx_expr *tx, *row0, *col0;
+  const rx_expr *const *brepl;
+  void *ctx;
+  void (*write)(void *ctx, rx_buffer *cs, int pass, rx_stmtvec *out);
+  /* M not a multiple of 8: the rows go out an element a lane, a warp's 32 lanes on 32
+   * consecutive columns of a row, the epilogue at each point; else 8 columns a lane as above */
+  bool elems;
+} mm_staged;
+bool mm_staged_pays(rx_sctx *s, const mm_info *mi);
+void mm_epilogue_staged(rx_sctx *s, const mm_info *mi, const mm_staged *st, rx_stmtvec *body);
+/* The place in a staged row of column 8 cg + 2 t (the pair 2 t, 2 t + 1 of 8-column group cg). */
+const rx_expr *mm_staged_col(rx_sctx *s, const rx_expr *cg, const rx_expr *t);
+/* cs[row, mm_staged_col(cg, t) + e] = acc[ai..., last + e] for e in 0..2 (one 8-byte store). */
+rx_stmt *mm_staged_pair(rx_sctx *s, rx_buffer *cs, const rx_expr *row, const rx_expr *cg,
+                        const rx_expr *t, rx_buffer *acc, const rx_expr *const *ai, int nai);
+/* The tile rows one pass stages: the most that fit in `bytes` (the stages' storage), a multiple
+ * of band (the rows of one warp's fragments), at most bm. */
+int mm_staged_rows(int bm, int bn, int band, int64_t bytes);
 /* The f16/bf16 load under P or Q (an optional cast to the accumulator's dtype around it), or
  * NULL when the operand is anything else. */
 const rx_tx *mm_plain_load(const rx_tx *e);

@@ -64,6 +64,7 @@ static const struct {
     {"gemm_f16_f32", RX_SCHED_GEMM, 3, 4},
     {"gemm_f16", RX_SCHED_GEMM, 3, 0},
     {"gemm_kn_bias", RX_SCHED_GEMM, 3, 4},
+    {"gemm_nt_bias_m", RX_SCHED_GEMM, 3, 4},
     {"cumsum", RX_SCHED_FALLBACK, 1, 0},
     /* argmax/argmin, cumsum and prod: a serial reduce or scan per output point (fallback) */
     {"argmax_rows", RX_SCHED_FALLBACK, 1, 0},
