@@ -93,6 +93,7 @@ typedef struct gm_k {
   gm_cfg cf;
   bool kn;      /* Q is [in, out] (x @ W): its tile is k x n in shared memory */
   bool dq;      /* Q dequantized (mm_q_dequant): computed into its stage (stage_dq) */
+  bool wq;      /* dq from int32 words (mm_q_words: AWQ, GPTQ): stage_dq's lanes along j */
   mm_packed pk; /* dq: Q's packed loads, staged pk_bytes a lane at a time (pk.n 0: none) */
   int dq_group; /* dq: chunks whose packed bytes one load serves (stage_dq's G) */
   int pk_bytes; /* dq: bytes of each packed load a lane reads at once: 8 G / (k per byte) */
@@ -318,7 +319,9 @@ static rx_tx *hoist_load(rx_rewrite *rw, rx_tx *l) {
   }
   dq_find f = {l->buf, NULL, 0};
   sched_all_loads(c->mi->q, find_buf, &f);
-  bool same = f.n == 1 && dq_index(c, f.load, h->gs, sx_mul_c(rw->s->cx, h->kt, GM_BK), at0);
+  /* quad_load's shuffles exchange among a row's 4 lanes: not the word form's lanes (stage_dq) */
+  bool same =
+      !c->wq && f.n == 1 && dq_index(c, f.load, h->gs, sx_mul_c(rw->s->cx, h->kt, GM_BK), at0);
   for (int i = 0; same && i < l->nidx; i++) same = at0[i] == at[i];
   rx_tx *q = same ? quad_load(h, f.load, l) : NULL;
   if (q) return q;
@@ -400,6 +403,35 @@ static void dq_exchange(gm_k *c, rx_buffer *b, rx_buffer *cw, const rx_expr *p, 
   }
 }
 
+/* Lane slot r of the thread: its row of Q's tile (a column j of the output) and its chunk p of
+ * the row. Bytes along k (relaxc's schemes, GGUF, FP8): slot tx + threads r at row slot / 4,
+ * chunk slot % 4 (a row's 4 lanes read its 32 contiguous bytes). The word form (c->wq: AWQ's
+ * qweight[k, j / 8], GPTQ's qweight[k / 8, j], their zeros [group, j / 8] and scales
+ * [group, j]: contiguous along j, not k): lanes along j, chunk p = tx / (bn / 2) the same for a
+ * warp, the thread's two slots the adjacent rows 2 jp and 2 jp + 1 (jp = tx % (bn / 2)), slot r
+ * taking 2 jp + (r + jp / 4) % 2. Each load of a word of AWQ is then one whole 32-byte sector for
+ * the warp (its 32 lanes' 64 columns: 8 consecutive words of one k row), GPTQ's a slot's 32 of
+ * the 64 words of one row (the other slot's reading the rest from the same sectors), the scales
+ * 128 contiguous bytes; and an 8-lane phase of the 16-byte shared stores writes rows 2i (or
+ * 2i + 1) of 8 different 16-byte bank groups (the swizzle's (p + row / 2) % 4 over 4 rows, the
+ * halves of the 128-byte line by the lane's bit 2). */
+static void dq_lane(gm_k *c, int r, const rx_expr **row, const rx_expr **p) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  if (!c->wq) {
+    const rx_expr *idx = sx_add(cx, c->tx, sx_const(cx, (int64_t)c->threads * r));
+    *row = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, idx, sx_const(cx, 4)));
+    *p = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, idx, sx_const(cx, 4)));
+    return;
+  }
+  const rx_expr *half = sx_const(cx, c->cf.bn / 2);
+  const rx_expr *jp = sym_expr_floormod(cx, c->tx, half);
+  const rx_expr *odd = sym_expr_floormod(
+      cx, sx_add(cx, sym_expr_floordiv(cx, jp, sx_const(cx, 4)), sx_const(cx, r)), sx_const(cx, 2));
+  *row = sym_analyzer_simplify(s->an, sx_add(cx, sx_mul_c(cx, jp, 2), odd));
+  *p = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, c->tx, half));
+}
+
 static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
@@ -409,10 +441,8 @@ static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *
   const rx_expr *k0 = sx_mul_c(s->cx, sym_expr_floordiv(cx, kt, sx_const(s->cx, G)), 32 * G);
   rx_stmtvec loads = {0}, work = {0};
   for (int r = 0; r < GM_DQ_SLOTS; r++) {
-    const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
-    const rx_expr *row =
-        sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, idx, sx_const(s->cx, 4)));
-    const rx_expr *p = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *row, *p;
+    dq_lane(c, r, &row, &p);
     const rx_expr *gs =
         sym_expr_min(cx, sx_add(s->cx, c->col0, row), sx_add(s->cx, mi->M, sx_const(s->cx, -1)));
     const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, p, 8));
@@ -823,11 +853,12 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
             .mt = cf.bm / cf.wm / 16,
             .nt = cf.bn / cf.wn / 8,
             .threads = 32 * cf.wm * cf.wn,
-            .kn = !mi->q_along_k,
+            .kn = !mi->q_along_k && !mm_q_dequant(mi),
             .dq = mm_q_dequant(mi),
+            .wq = mm_q_words(mi),
             .p = mm_plain_load(mi->p),
             .q = mm_plain_load(mi->q)};
-  if (c.dq && (!mm_packed_find(s, mi, &c.pk) || GM_BK % c.pk.lanes)) c.pk.n = 0;
+  if (c.dq && (c.wq || !mm_packed_find(s, mi, &c.pk) || GM_BK % c.pk.lanes)) c.pk.n = 0;
   if (c.pk.n) { /* int4 (2 k a byte): one load serves 2 chunks where their count is even */
     int e = c.pk.per_byte[0];
     c.dq_group = (mi->K->value / GM_BK) % e == 0 ? e : 1;
@@ -865,7 +896,7 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
   sym_analyzer_reset(s->an, mk);
   rx_stmt *k =
       sched_for(s, c.tx, sx_const(s->cx, c.threads), RX_LOOP_THREAD_X, sched_seq(s, &body));
-  k->count = small_tiles ? TGT_OCC_GEMM_MMA_64 /* __launch_bounds__'s blocks */
+  k->count = small_tiles ? (c.wq ? TGT_OCC_GEMM_MMA_DQW_64 : TGT_OCC_GEMM_MMA_64) /* blocks */
              : c.dq      ? TGT_OCC_GEMM_MMA_DQ
                          : TGT_OCC_GEMM_MMA;
   if (bz) k = sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);
