@@ -10,7 +10,9 @@
  *
  * gemm_mma_dq: the same kernel for a quantized weight (mm_q_dequant: P a plain f16/bf16 load, Q
  * the dequantized element of quant_matmul's W as [out, in] blocks, ops/quant.c, any scheme of
- * base/quant.h), Q's stage computed by the block's threads; K a multiple of 32.
+ * base/quant.h), Q's stage computed by the block's threads; K a multiple of 32. Also AWQ's and
+ * GPTQ's int32 words (mm_q_words), whose stage lays its lanes along the columns (dq_lane,
+ * word_load).
  *
  * The pipeline, the swizzle, the unrolled fragment loops and the dequantizing stage in full, with
  * their PTX figures: docs/schedules.md, "GEMM on matrix units". Not yet timed on a GPU; the PTX
