@@ -32,6 +32,10 @@
 /* the same with 64 x 64 tiles (gemm_mma_64, gemm_mma_dq_64; 4 warps, 24 KiB): 4 blocks, 16 warps
  * (__launch_bounds__(128, 4): at most 128 registers a thread) */
 #define TGT_OCC_GEMM_MMA_64 4
+/* gemm_mma_dq_64 on a checkpoint's int32 words (AWQ, GPTQ: stage_dq's word form): 3 blocks (at
+ * most 168 registers a thread). GPTQ's stage looks up each k's group (g_idx) for its scale and
+ * zero: at (128, 4) ptxas spilled 12 bytes at 128 registers (gptq, sm_80); AWQ needs about 100. */
+#define TGT_OCC_GEMM_MMA_DQW_64 3
 /* passes/schedule/gemv_mma.c (4 warps splitting k; a few KiB to add their partial tiles): 4 */
 #define TGT_OCC_GEMV_MMA 4
 /* passes/schedule/gemm_wgmma.c, 128 x 128 x 64 tiles (2 warpgroups, 96 KiB of dynamic shared

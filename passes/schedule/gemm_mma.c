@@ -11,7 +11,9 @@
  *
  * gemm_mma_dq: the same kernel for a quantized weight (mm_q_dequant: P a plain f16/bf16 load, Q
  * the dequantized element of quant_matmul's W as [out, in] blocks, ops/quant.c, any scheme of
- * base/quant.h), Q's stage computed by the block's threads; K a multiple of 32.
+ * base/quant.h), Q's stage computed by the block's threads; K a multiple of 32. Also AWQ's and
+ * GPTQ's int32 words (mm_q_words), whose stage lays its lanes along the columns (dq_lane,
+ * word_load).
  *
  * The pipeline, the swizzle, the unrolled fragment loops and the dequantizing stage in full, with
  * their PTX figures: docs/schedules.md, "GEMM on matrix units". Not yet timed on a GPU; the PTX
@@ -94,6 +96,7 @@ typedef struct gm_k {
   gm_cfg cf;
   bool kn;      /* Q is [in, out] (x @ W): its tile is k x n in shared memory */
   bool dq;      /* Q dequantized (mm_q_dequant): computed into its stage (stage_dq) */
+  bool wq;      /* dq from int32 words (mm_q_words: AWQ, GPTQ): stage_dq's lanes along j */
   mm_packed pk; /* dq: Q's packed loads, staged pk_bytes a lane at a time (pk.n 0: none) */
   int dq_group; /* dq: chunks whose packed bytes one load serves (stage_dq's G) */
   int pk_bytes; /* dq: bytes of each packed load a lane reads at once: 8 G / (k per byte) */
@@ -219,14 +222,19 @@ static void copy_tile_kn(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtv
  * the 8 elements share read once before them. Columns past M compute the last column (finite;
  * the epilogue stores none of them). The stores are plain: the barrier that opens the step which
  * reads stage st (two steps on) makes them visible, as cp.async's wait does P's. */
-#define DQ_MAX_RANK 8 /* hoisted loads: of buffers up to this rank (Q's scales: 2 or 3) */
-#define DQ_QUAD     4 /* chunks whose shared loads (a scale a group) one load of a lane serves */
+#define DQ_MAX_RANK  8  /* hoisted loads: of buffers up to this rank (Q's scales: 2 or 3) */
+#define DQ_QUAD      4  /* chunks whose shared loads (a scale a group) one load of a lane serves */
+#define DQ_MAX_WORDS 16 /* word form: the distinct loads of an element (AWQ 4, GPTQ 5) */
 typedef struct dq_hoist {
   gm_k *c;
   const rx_expr *v;           /* the element of the chunk */
   const rx_expr *kt, *p, *gs; /* the chunk, the lane's chunk of it, the row of Q */
   int slot;
   rx_stmtvec *lets;
+  /* the word form's loads read so far (word_load), as rewritten, and what replaces them */
+  const rx_tx *seen[DQ_MAX_WORDS];
+  rx_tx *as[DQ_MAX_WORDS];
+  int nseen;
 } dq_hoist;
 
 typedef struct dq_find {
@@ -304,13 +312,53 @@ static rx_tx *quad_load(dq_hoist *h, const rx_tx *L, rx_tx *l) {
   return x;
 }
 
+/* The word form (c->wq): every global load of the element read once, before the chunk's
+ * vectorized loop, by every lane: one that the 8 elements share into a local, one that moves with
+ * the element (AWQ's word of row k, GPTQ's g_idx[k] and the scale and zero of its group: l's
+ * indices already read the staged g_idx) into a local array of 8 by an unrolled loop. Each is then
+ * one request of the whole warp (32 consecutive columns: AWQ's 4 words, GPTQ's 32, the scales' 64
+ * bytes, a g_idx broadcast), where the element's selects among the 8 fields would otherwise read
+ * it in a branch of its own for some of the lanes. The same load twice (GPTQ's word in each of
+ * field4's arms) is read once. */
+static rx_tx *word_load(rx_rewrite *rw, dq_hoist *h, rx_tx *l) {
+  rx_sctx *s = rw->s;
+  for (int i = 0; i < h->nseen; i++)
+    if (mm_same_tx(h->seen[i], l)) return h->as[i];
+  if (h->nseen == DQ_MAX_WORDS) return l;
+  bool moves = false;
+  for (int i = 0; i < l->nidx; i++) moves |= sched_tx_uses(l->idx[i], h->v);
+  rx_tx *r;
+  if (!moves) {
+    rx_local *loc = sched_local(s, "qs", l->dtype);
+    RX_VEC_PUSH(h->lets, sched_let(s, loc, l));
+    r = ir_tx_local(s->m, loc, s->loc);
+  } else {
+    int64_t eight[1] = {8};
+    rx_stmt *al;
+    rx_buffer *b = sched_alloc(s, "qv", l->dtype, RX_SCOPE_LOCAL, eight, 1, &al);
+    RX_VEC_PUSH(h->lets, al);
+    const rx_expr *u = sched_fresh_var(s, "u");
+    size_t mk = sym_analyzer_mark(s->an);
+    sym_analyzer_bind_range(s->an, u, sx_const(s->cx, 0), sx_const(s->cx, 8));
+    rx_stmt *st = sched_store_e(s, b, &u, 1, sched_subst1_tx(s, l, h->v, u));
+    sym_analyzer_reset(s->an, mk);
+    RX_VEC_PUSH(h->lets, sched_for(s, u, sx_const(s->cx, 8), RX_LOOP_UNROLL, st));
+    r = sched_load(s, b, &h->v, 1);
+  }
+  h->seen[h->nseen] = l;
+  h->as[h->nseen++] = r;
+  return r;
+}
+
 /* A load of global memory that the chunk's 8 elements share: read once (quad_load where every
- * chunk of the stage shares it, else into a local before the chunk). */
+ * chunk of the stage shares it, else into a local before the chunk); the word form's loads by
+ * word_load. */
 static rx_tx *hoist_load(rx_rewrite *rw, rx_tx *l) {
   dq_hoist *h = rw->ud;
   gm_k *c = h->c;
   const rx_expr *at[DQ_MAX_RANK], *at0[DQ_MAX_RANK];
   if (l->buf->scope != RX_SCOPE_GLOBAL || l->nidx > DQ_MAX_RANK) return l;
+  if (c->wq) return word_load(rw, h, l);
   for (int i = 0; i < l->nidx; i++) {
     const rx_tx *x = l->idx[i];
     if (x->kind != RX_TX_SYM) return l;
@@ -345,7 +393,7 @@ static void stage_chunk(gm_k *c, const rx_expr *st, const rx_expr *kt, int slot,
                           (const rx_tx *const[]){mi->q}, &val);
   else
     val = mm_operand_at(s, mi, c->brepl, mi->q, c->row0, gs, sx_add(s->cx, kb, v));
-  dq_hoist h = {c, v, kt, p, gs, slot, out};
+  dq_hoist h = {.c = c, .v = v, .kt = kt, .p = p, .gs = gs, .slot = slot, .lets = out};
   rx_rewrite rw = {.s = s, .n = 0, .hook = hoist_load, .ud = &h};
   val = sched_rewrite_tx(&rw, val);
   if (val->dtype != c->sb->dtype) val = ir_tx_cast(s->m, c->sb->dtype, val, s->loc);
@@ -401,6 +449,30 @@ static void dq_exchange(gm_k *c, rx_buffer *b, rx_buffer *cw, const rx_expr *p, 
   }
 }
 
+/* Lane slot r of the thread: its row of Q's tile (a column j of the output) and its chunk p of
+ * the row. Bytes along k (relaxc's schemes, GGUF, FP8): slot tx + threads r at row slot / 4,
+ * chunk slot % 4 (a row's 4 lanes read its 32 contiguous bytes). The word form (c->wq: AWQ's
+ * qweight[k, j / 8], GPTQ's qweight[k / 8, j], their zeros [group, j / 8] and scales
+ * [group, j]: contiguous along j, not k): lanes along j, row (bn / 2) r + tx % (bn / 2), chunk
+ * p = tx / (bn / 2), the same for a warp, so that a warp's 32 lanes read 32 consecutive columns
+ * (word_load: AWQ's 4 words of a k row, GPTQ's 128 contiguous bytes, the scales' 64); an 8-lane
+ * phase of the 16-byte shared stores then writes rows 8i .. 8i + 7 at chunk (p + row / 2) % 4 of
+ * their 64-byte halves of 4 lines: 8 different 16-byte bank groups. */
+static void dq_lane(gm_k *c, int r, const rx_expr **row, const rx_expr **p) {
+  rx_sctx *s = c->s;
+  rx_expr_ctx *cx = s->cx;
+  if (!c->wq) {
+    const rx_expr *idx = sx_add(cx, c->tx, sx_const(cx, (int64_t)c->threads * r));
+    *row = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, idx, sx_const(cx, 4)));
+    *p = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, idx, sx_const(cx, 4)));
+    return;
+  }
+  const rx_expr *half = sx_const(cx, c->cf.bn / 2);
+  *row = sym_analyzer_simplify(
+      s->an, sx_add(cx, sym_expr_floormod(cx, c->tx, half), sx_const(cx, (c->cf.bn / 2) * r)));
+  *p = sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, c->tx, half));
+}
+
 static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *out) {
   rx_sctx *s = c->s;
   rx_expr_ctx *cx = s->cx;
@@ -410,10 +482,8 @@ static void stage_dq(gm_k *c, const rx_expr *kt, const rx_expr *st, rx_stmtvec *
   const rx_expr *k0 = sx_mul_c(s->cx, sym_expr_floordiv(cx, kt, sx_const(s->cx, G)), 32 * G);
   rx_stmtvec loads = {0}, work = {0};
   for (int r = 0; r < GM_DQ_SLOTS; r++) {
-    const rx_expr *idx = sx_add(s->cx, c->tx, sx_const(s->cx, (int64_t)c->threads * r));
-    const rx_expr *row =
-        sym_analyzer_simplify(s->an, sym_expr_floordiv(cx, idx, sx_const(s->cx, 4)));
-    const rx_expr *p = sym_analyzer_simplify(s->an, sym_expr_floormod(cx, idx, sx_const(s->cx, 4)));
+    const rx_expr *row, *p;
+    dq_lane(c, r, &row, &p);
     const rx_expr *gs =
         sym_expr_min(cx, sx_add(s->cx, c->col0, row), sx_add(s->cx, mi->M, sx_const(s->cx, -1)));
     const rx_expr *kb = sx_add(s->cx, sx_mul_c(s->cx, kt, GM_BK), sx_mul_c(s->cx, p, 8));
@@ -1022,11 +1092,12 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
             .mt = cf.bm / cf.wm / 16,
             .nt = cf.bn / cf.wn / 8,
             .threads = 32 * cf.wm * cf.wn,
-            .kn = !mi->q_along_k,
+            .kn = !mi->q_along_k && !mm_q_dequant(mi),
             .dq = mm_q_dequant(mi),
+            .wq = mm_q_words(mi),
             .p = mm_plain_load(mi->p),
             .q = mm_plain_load(mi->q)};
-  if (c.dq && (!mm_packed_find(s, mi, &c.pk) || GM_BK % c.pk.lanes)) c.pk.n = 0;
+  if (c.dq && (c.wq || !mm_packed_find(s, mi, &c.pk) || GM_BK % c.pk.lanes)) c.pk.n = 0;
   if (c.pk.n) { /* int4 (2 k a byte): one load serves 2 chunks where their count is even */
     int e = c.pk.per_byte[0];
     c.dq_group = (mi->K->value / GM_BK) % e == 0 ? e : 1;
@@ -1064,7 +1135,7 @@ rx_stmt *gemm_mma_schedule(rx_sctx *s, const mm_info *mi, bool small_tiles) {
   sym_analyzer_reset(s->an, mk);
   rx_stmt *k =
       sched_for(s, c.tx, sx_const(s->cx, c.threads), RX_LOOP_THREAD_X, sched_seq(s, &body));
-  k->count = small_tiles ? TGT_OCC_GEMM_MMA_64 /* __launch_bounds__'s blocks */
+  k->count = small_tiles ? (c.wq ? TGT_OCC_GEMM_MMA_DQW_64 : TGT_OCC_GEMM_MMA_64) /* blocks */
              : c.dq      ? TGT_OCC_GEMM_MMA_DQ
                          : TGT_OCC_GEMM_MMA;
   if (bz) k = sched_for(s, bz, nbatch, RX_LOOP_BLOCK_Z, k);

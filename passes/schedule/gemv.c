@@ -29,7 +29,10 @@
  *               schedule.
  *   gemv_cols   Q contiguous along j (x @ W: [in, out] weights), one row: consecutive threads
  *               read consecutive columns (coalesced), k split over the block's thread rows,
- *               combined through shared memory. */
+ *               combined through shared memory. A checkpoint's int32 words (mm_q_words: AWQ,
+ *               GPTQ) take 64 columns a block, so that the block reads whole 32-byte sectors of
+ *               AWQ's words and zeros (8 words: 64 columns), and each load of the element is
+ *               read once by the whole warp before the product (cols_hoist). */
 #include "matmul.h"
 
 #include <string.h>
@@ -727,10 +730,39 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
 /* ------------------------------------------------------------------------------------------
  * gemv_cols
  * ------------------------------------------------------------------------------------------ */
+/* The words' columns a block (mm_q_words): 8 int32 words of 8 outputs, a 32-byte sector of a row
+ * of AWQ's qweight and qzeros. */
+#define GEMV_WORD_COLUMNS 64
+/* The distinct global loads of a product hoisted (AWQ 5, GPTQ 6 with x). */
+#define COLS_MAX_HOISTED 16
+typedef struct cols_hoist {
+  rx_stmtvec *lets;
+  const rx_tx *seen[COLS_MAX_HOISTED];
+  rx_tx *as[COLS_MAX_HOISTED];
+  int n;
+} cols_hoist;
+
+/* A global load of the product into a let of its own, once (the same load in each arm of the
+ * element's selects among a word's 8 fields: otherwise some lanes' request each, half sectors in
+ * the emulator's count); nested loads (GPTQ's g_idx under its scale and zero) first. */
+static rx_tx *cols_hoist_load(rx_rewrite *rw, rx_tx *l) {
+  cols_hoist *h = rw->ud;
+  if (l->buf->scope != RX_SCOPE_GLOBAL) return l;
+  for (int i = 0; i < h->n; i++)
+    if (mm_same_tx(h->seen[i], l)) return h->as[i];
+  if (h->n == COLS_MAX_HOISTED) return l;
+  rx_local *loc = sched_local(rw->s, "ql", l->dtype);
+  RX_VEC_PUSH(h->lets, sched_let(rw->s, loc, l));
+  h->seen[h->n] = l;
+  return h->as[h->n++] = ir_tx_local(rw->s->m, loc, rw->s->loc);
+}
+
 rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
   rx_expr_ctx *cx = s->cx;
   int T = sched_block_threads(s, BLOCK_THREADS);
-  int CB = T >= GEMV_COLUMNS ? GEMV_COLUMNS : T, KS = T / CB;
+  bool words = mm_q_words(mi);
+  int want = words ? GEMV_WORD_COLUMNS : GEMV_COLUMNS;
+  int CB = T >= want ? want : T, KS = T / CB;
   const rx_expr *M = mi->M, *K = mi->K;
   const rx_expr *bx = sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
   const rx_expr *tx = sched_fresh_var(s, "tx");
@@ -769,13 +801,19 @@ rx_stmt *gemv_cols_schedule(rx_sctx *s, const mm_info *mi) {
                                            sched_rewrite_tx(&rw, mi->q), s->loc)
                             : ir_tx_binary(s->m, RX_BINOP_MUL, sched_rewrite_tx(&rw, mi->q),
                                            sched_rewrite_tx(&rw, mi->p), s->loc);
+  rx_stmtvec step = {0};
+  if (words) {
+    cols_hoist h = {.lets = &step, .n = 0};
+    rx_rewrite hw = {.s = s, .n = 0, .hook = cols_hoist_load, .ud = &h};
+    prod = sched_rewrite_tx(&hw, prod);
+  }
   rx_tx *pl = sched_load(s, part, &z, 1);
-  rx_stmt *upd =
-      sched_store_e(s, part, &z, 1,
-                    mi->r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, pl, prod, s->loc)
-                                    : ir_tx_binary(s->m, RX_BINOP_ADD, prod, pl, s->loc));
-  RX_VEC_PUSH(&body,
-              sched_for(s, ko, nk, RX_LOOP_SERIAL, sched_guard(s, sx_and_opt(s->cx, kg, jg), upd)));
+  RX_VEC_PUSH(&step,
+              sched_store_e(s, part, &z, 1,
+                            mi->r.acc_first ? ir_tx_binary(s->m, RX_BINOP_ADD, pl, prod, s->loc)
+                                            : ir_tx_binary(s->m, RX_BINOP_ADD, prod, pl, s->loc)));
+  RX_VEC_PUSH(&body, sched_for(s, ko, nk, RX_LOOP_SERIAL,
+                               sched_guard(s, sx_and_opt(s->cx, kg, jg), sched_seq(s, &step))));
   const rx_expr *ri[2] = {ks, jj};
   RX_VEC_PUSH(&body, sched_store_e(s, red, ri, 2, sched_load(s, part, &z, 1)));
   RX_VEC_PUSH(&body, sched_barrier(s));

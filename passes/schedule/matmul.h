@@ -162,8 +162,14 @@ const rx_tx *mm_plain_load(const rx_tx *e);
  * is an integer (the packed weight), contiguous along k (x @ W^T, W as [out, in] blocks), beside
  * a plain f16/bf16 P. The matrix-unit GEMMs (gemm_mma, gemm_frag) then have the block's threads
  * compute Q's tiles into shared memory, rounded to P's dtype (as llama.cpp's dequantize-then-GEMM
- * does); an f32 weight is not rounded so and keeps the SIMT gemm. */
+ * does); an f32 weight is not rounded so and keeps the SIMT gemm. Also the checkpoints' int32
+ * words (mm_q_words). */
 bool mm_q_dequant(const mm_info *mi);
+/* Q dequantized from int32 words that pack k or the outputs, not bytes along k (AWQ's qweight
+ * [in, out / 8] in its field order, GPTQ's [in / 8, out], their packed zeros, GPTQ's g_idx;
+ * ops/quant.c): Q is not contiguous along k, so the dequantizing stages lay their lanes along the
+ * columns (j), where the words are contiguous (gemm_mma.c's stage_dq, gemm_frag_dq's Q tile). */
+bool mm_q_words(const mm_info *mi);
 /* Structural equality of two operand expressions (an extra projection's P and the main one's). */
 bool mm_same_tx(const rx_tx *a, const rx_tx *b); /* gemv_mma.c */
 /* The widest vector (lanes, a power of two up to max_lanes) for loads of the operands along k:

@@ -441,17 +441,35 @@ const rx_tx *mm_plain_load(const rx_tx *e) {
   return e;
 }
 
-/* A load of Q's: of at most 16 bits (packed bytes, f16 scales), an integer one counted; or an f32
+/* What Q's loads are (narrow_load): an integer one seen; an i32 one seen. */
+typedef struct q_loads {
+  bool packed, words;
+} q_loads;
+
+/* A load of Q's: of at most 16 bits (packed bytes, f16 scales), an integer one counted; an f32
  * one, which mm_q_dequant takes beside packed integers only (FP8's f32 scales, issue 32: the
  * element is rounded to f16 in the stage, as every dequantized element is; a plain f32 weight
- * stays out: its values would be rounded to f16). */
+ * stays out: its values would be rounded to f16); or an i32 one (AWQ's and GPTQ's words, their
+ * packed zeros, GPTQ's g_idx), which mm_q_dequant takes where Q is not along k (mm_q_words). */
 static bool narrow_load(const rx_tx *e, void *ud) {
-  if (ir_dtype_is_int(e->dtype)) *(bool *)ud = true;
-  return ir_dtype_bits(e->dtype) <= 16 || e->dtype == RX_DTYPE_F32;
+  q_loads *ql = ud;
+  if (ir_dtype_is_int(e->dtype)) ql->packed = true;
+  if (e->dtype == RX_DTYPE_I32) ql->words = true;
+  return ir_dtype_bits(e->dtype) <= 16 || e->dtype == RX_DTYPE_F32 || e->dtype == RX_DTYPE_I32;
+}
+
+static bool q_dequant_loads(const mm_info *mi, q_loads *ql) {
+  *ql = (q_loads){false, false};
+  return mm_plain_load(mi->p) && !mm_plain_load(mi->q) && ir_dtype_is_float(mi->q->dtype) &&
+         sched_all_loads(mi->q, narrow_load, ql) && ql->packed;
 }
 
 bool mm_q_dequant(const mm_info *mi) {
-  bool packed = false;
-  return mm_plain_load(mi->p) && !mm_plain_load(mi->q) && mi->q_along_k &&
-         ir_dtype_is_float(mi->q->dtype) && sched_all_loads(mi->q, narrow_load, &packed) && packed;
+  q_loads ql;
+  return q_dequant_loads(mi, &ql) && (mi->q_along_k ? !ql.words : ql.words);
+}
+
+bool mm_q_words(const mm_info *mi) {
+  q_loads ql;
+  return !mi->q_along_k && q_dequant_loads(mi, &ql) && ql.words;
 }

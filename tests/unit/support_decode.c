@@ -34,9 +34,31 @@ const rxd_shape rxd_shapes[] = {
 };
 const int rxd_nshapes = (int)RX_ARRAY_LEN(rxd_shapes);
 
+/* Llama-2-7B as the checkpoints users download it quantized (issue 32): AutoAWQ's GEMM layout in
+ * groups of 128 and GPTQ's v2 format with act-order (g_idx), one layer; their GEMVs read int32
+ * words (ops/quant.c). */
+#define LLAMA2_7B_BODY                                                                             \
+  "\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 4096, \"intermediate_size\": "      \
+  "11008, \"num_hidden_layers\": 1, \"num_attention_heads\": 32, \"num_key_value_heads\": 32, "    \
+  "\"vocab_size\": 32000, \"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-5, "             \
+  "\"hidden_act\": \"silu\", \"torch_dtype\": \"float16\""
+const rxd_shape rxd_quant_shapes[] = {
+    {"llama2-7b-awq_g128",
+     "{" LLAMA2_7B_BODY ", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, "
+     "\"group_size\": 128, \"version\": \"gemm\", \"zero_point\": true}}",
+     4096, 11008, 32, 32, 128, 4096},
+    {"llama2-7b-gptq_v2",
+     "{" LLAMA2_7B_BODY ", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, "
+     "\"group_size\": 128, \"desc_act\": true, \"sym\": false, \"checkpoint_format\": "
+     "\"gptq_v2\"}}",
+     4096, 11008, 32, 32, 128, 4096},
+};
+const int rxd_nquant_shapes = (int)RX_ARRAY_LEN(rxd_quant_shapes);
+
 /* The KV cache's page (frontends/hf: pages of 16 tokens). */
 #define CACHE_PAGE_TOKENS 16
-/* A weight matrix: a 2-D f16 parameter of at least this many elements (4096 x 256). */
+/* A weight matrix: a 2-D f16 parameter of at least this many elements (4096 x 256), or a 2-D
+ * int32 one of at least an eighth of them (AWQ's and GPTQ's words: 8 weights each). */
 #define WEIGHT_MIN_ELEMS (1 << 20)
 
 void rxd_env(const rxd_shape *s, const rx_tensor_fn *f, rxk_env *out) {
@@ -94,10 +116,11 @@ static bool classify(const rx_tensor_fn *f, rxd_role *out) {
   stmt_facts(f->body, &x);
   for (int i = 0; i < f->nparams; i++) {
     const rx_param *p = f->params[i];
-    if (p->kind != RX_PARAM_BUFFER || p->buf->dtype != RX_DTYPE_F16 || p->buf->ndim != 2) continue;
+    if (p->kind != RX_PARAM_BUFFER || p->buf->ndim != 2) continue;
+    int per = p->buf->dtype == RX_DTYPE_F16 ? 1 : p->buf->dtype == RX_DTYPE_I32 ? 8 : 0;
     const rx_expr *d0 = p->buf->shape[0], *d1 = p->buf->shape[1];
-    if (d0->kind == RX_EXPR_CONST && d1->kind == RX_EXPR_CONST &&
-        d0->value * d1->value >= WEIGHT_MIN_ELEMS)
+    if (per && d0->kind == RX_EXPR_CONST && d1->kind == RX_EXPR_CONST &&
+        d0->value * d1->value * per >= WEIGHT_MIN_ELEMS)
       x.weight = true;
   }
   if (x.reduce && x.weight)
@@ -245,19 +268,25 @@ bool rxd_model_build(rxd_model *md, const rxd_shape *s, const char *target, cons
 }
 
 int rxd_for_each_kernel(int nshapes, const char *target, rxd_visit visit, void *ud) {
+  return rxd_for_each_kernel_of(rxd_shapes, nshapes < rxd_nshapes ? nshapes : rxd_nshapes, target,
+                                visit, ud);
+}
+
+int rxd_for_each_kernel_of(const rxd_shape *shapes, int nshapes, const char *target,
+                           rxd_visit visit, void *ud) {
   char tmp[256];
   const char *t = getenv("TMPDIR");
   snprintf(tmp, sizeof tmp, "%s/relaxc-decode-%ld", t && *t ? t : "/tmp", (long)getpid());
   int bad = 0;
-  for (int i = 0; i < nshapes && i < rxd_nshapes; i++) {
+  for (int i = 0; i < nshapes; i++) {
     rxd_model md;
     char why[1024];
-    if (!rxd_model_build(&md, &rxd_shapes[i], target, tmp, why, sizeof why)) {
+    if (!rxd_model_build(&md, &shapes[i], target, tmp, why, sizeof why)) {
       bad++;
       fprintf(stderr, "FAIL: %s\n", why);
     } else {
-      printf("%s: %d decode kernels with a role\n", rxd_shapes[i].name, md.n);
-      for (int k = 0; k < md.n; k++) visit(&rxd_shapes[i], &md.k[k], ud);
+      printf("%s: %d decode kernels with a role\n", shapes[i].name, md.n);
+      for (int k = 0; k < md.n; k++) visit(&shapes[i], &md.k[k], ud);
     }
     rxd_model_free(&md);
   }

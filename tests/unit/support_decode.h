@@ -8,7 +8,8 @@
  * a fused decoder no longer has as programs of their own (silu(g) * u, a softmax over a cache row).
  * Each program is given a role by what it computes, not by its generated name:
  *   gemv       a reduction reading a weight matrix (a 2-D f16 parameter of at least 2^20
- *              elements), so every decode matmul with its fused prologue or epilogue;
+ *              elements, or int32 words packing as many), so every decode matmul with its fused
+ *              prologue or epilogue;
  *   rms_norm   an rsqrt of a mean of squares (the norm, alone or fused with the residual add);
  *   silu_mul   a sigmoid times a product, no weight matrix;
  *   softmax    an exp and a max reduction, not an attention program;
@@ -46,6 +47,10 @@ typedef struct rxd_shape {
 } rxd_shape;
 extern const rxd_shape rxd_shapes[];
 extern const int rxd_nshapes;
+/* Llama-2-7B quantized as AWQ (groups of 128) and GPTQ v2 (act-order) checkpoints (their
+ * config.json's quantization_config): the GEMVs of int32 words. */
+extern const rxd_shape rxd_quant_shapes[];
+extern const int rxd_nquant_shapes;
 
 typedef struct rxd_kernel {
   rxd_role role;
@@ -73,6 +78,9 @@ void rxd_model_free(rxd_model *md);
  * ("FAIL: ...") and counted. Returns the count. */
 typedef void (*rxd_visit)(const rxd_shape *s, const rxd_kernel *k, void *ud);
 int rxd_for_each_kernel(int nshapes, const char *target, rxd_visit visit, void *ud);
+/* The same over the first nshapes of shapes. */
+int rxd_for_each_kernel_of(const rxd_shape *shapes, int nshapes, const char *target,
+                           rxd_visit visit, void *ud);
 
 /* The symbolic values of program f in a decode step of one sequence with a full cache: the
  * batch b (or n) 1, the cache of max_pos tokens (mp: its pages of 16 tokens, pages: as many

@@ -47,6 +47,17 @@
 #define QMM(W, S)                                                                                  \
   "graph_fn main(x: f16[n, 256], w: " W ", s: f16[m, 8]) -> f16[n, m] {\n"                         \
   "  dataflow {\n    y = quant_matmul(x, w, s, scheme=\"" S "\")\n  }\n  return y\n}\n"
+/* quant_matmul of x f16 [n, 256] with a checkpoint's int32 words (issue 32; ops/quant.c): AWQ's
+ * qweight [256, m] (8 m outputs), zeros and scales in 2 groups of 128; GPTQ's [32, 8 m] with 5
+ * groups picked by g_idx (any group for any k: act-order) */
+#define QMM_AWQ                                                                                    \
+  "graph_fn main(x: f16[n, 256], w: i32[256, m], s: f16[2, m * 8], z: i32[2, m]) -> "              \
+  "f16[n, m * 8] {\n  dataflow {\n    y = quant_matmul(x, w, s, z, scheme=\"awq_g128\")\n  }\n"    \
+  "  return y\n}\n"
+#define QMM_GPTQ(S)                                                                                \
+  "graph_fn main(x: f16[n, 256], w: i32[32, m * 8], s: f16[5, m * 8], z: i32[5, m], g: i32[256]) " \
+  "-> f16[n, m * 8] {\n  dataflow {\n    y = quant_matmul(x, w, s, z, g, scheme=\"" S "\")\n  }\n" \
+  "  return y\n}\n"
 /* rms_norm_matmul of f32 rows x [n, 288] (9 chunks of 32 k: no multiple of the 4 warps' 2
  * unrolled chunks) into f16 weights [m, 288], plain or gated (silu(x W^T) * (x W2^T)): the folded
  * norm of the decode step (ops/quant.c), its sum of squares a second reduction of the GEMV. */
@@ -105,6 +116,13 @@ const rxm_spec rxm_kernels[] = {
      "n=33,m=263", PIPE | RXM_V64, TGT_OCC_GEMM_MMA_64},
     {"gemm_mma_dq_64 q4f16_g32 M=272", QMM("u8[m, 128]", "q4f16_g32"), "gemm_mma_dq_64",
      "n=33,m=272", PIPE | RXM_V64, TGT_OCC_GEMM_MMA_64},
+    {"awq_g128 gemm_mma_dq", QMM_AWQ, "gemm_mma_dq", "n=100,m=33", PIPE, TGT_OCC_GEMM_MMA_DQ},
+    {"awq_g128 gemm_mma_dq_64", QMM_AWQ, "gemm_mma_dq_64", "n=33,m=33", PIPE,
+     TGT_OCC_GEMM_MMA_DQW_64},
+    {"gptq_v2 gemm_mma_dq", QMM_GPTQ("gptq_v2"), "gemm_mma_dq", "n=100,m=33", PIPE,
+     TGT_OCC_GEMM_MMA_DQ},
+    {"gptq gemm_mma_dq_64", QMM_GPTQ("gptq"), "gemm_mma_dq_64", "n=33,m=33", PIPE,
+     TGT_OCC_GEMM_MMA_DQW_64},
     {"gemv_mma f16 x @ W^T", GEMM_NT("f16"), "gemv_mma", "n=2;n=7;n=16", RXM_MMA | RXM_V128,
      TGT_OCC_GEMV_MMA},
     {"gemv_mma rms_norm_matmul f16 M=263", NMM("", ""), "gemv_mma",

@@ -16,6 +16,9 @@
  * Skipped (77) without clang 16 and in sanitized builds (tracing uses clang's ThreadSanitizer
  * instrumentation, which cannot share a process with ASan).
  *
+ * Also the same Llama-2-7B as AWQ (groups of 128) and GPTQ v2 (act-order) checkpoints
+ * (support_decode.h, rxd_quant_shapes): their GEMVs read int32 words, scales and packed zeros.
+ *
  * usage: test_coalescing [TESTS_DIR] (RX_COALESCING_MODELS=all adds the Llama-3-8B shapes) */
 #include "support_decode.h"
 #include "support_pipeline.h"
@@ -162,6 +165,9 @@ int main(void) {
   const char *which = getenv("RX_COALESCING_MODELS");
   int nshapes = which && !strcmp(which, "all") ? rxd_nshapes : 1;
   failed += rxd_for_each_kernel(nshapes, "cuda -arch=sm_80", visit, NULL);
+  /* the quantized checkpoints' GEMVs (AWQ, GPTQ v2 at the 7B shapes) */
+  failed +=
+      rxd_for_each_kernel_of(rxd_quant_shapes, rxd_nquant_shapes, "cuda -arch=sm_80", visit, NULL);
   printf("coalescing: %d passed, %d failed, %d expected failures, %d unexpected passes, %d "
          "skipped\n",
          passed, failed, xfailed, xpassed, skipped);

@@ -15,6 +15,11 @@
  * the rule table's to place and are skipped, and so are reductions of fewer than MIN_MATMUL_K
  * terms (a weighted sum). A model where no matmul is found fails too.
  *
+ * A checkpoint's int32 words dequantized in the matmul (AWQ's and GPTQ's qweight, tiny-llama-awq
+ * and tiny-llama-gptq; issue 32) must moreover reach the matrix units on cuda sm_80 in prefill:
+ * the variant past the small-row kernels is gemm_mma_dq (passes/schedule/gemm_mma.c's stage with
+ * its lanes along the columns), the one below it gemm_mma_dq_64.
+ *
  * A failure names the model, the target, the program, its rule and the product.
  *
  * usage: test_matmul_rules TESTS_DIR */
@@ -178,6 +183,37 @@ static bool matmul_reduce(const rx_stmt *r) {
   return false;
 }
 
+/* The reduce's update loads an int32 buffer with its variable (a checkpoint's packed words). */
+static bool words_with(const rx_tx *e, const rx_expr *k, const lets *ls) {
+  e = resolve(e, ls);
+  if (!e) return false;
+  if (e->kind == RX_TX_LOAD && e->dtype == RX_DTYPE_I32)
+    for (int i = 0; i < e->nidx; i++)
+      if (uses(e->idx[i], k, ls)) return true;
+  for (int i = 0; i < e->nidx; i++)
+    if (words_with(e->idx[i], k, ls)) return true;
+  return words_with(e->a, k, ls) || words_with(e->b, k, ls) || words_with(e->c, k, ls);
+}
+
+static bool words_reduce(const rx_stmt *r) {
+  lets ls = {.n = 0};
+  const rx_stmt *store = update_store(r, &ls);
+  return store && r->nvars == 1 && words_with(store->value, r->vars[0], &ls);
+}
+
+/* On cuda sm_80 (targets[0]) a program of dequantized int32 words ends with the variants
+ * gemm_mma_dq_64 and gemm_mma_dq (prefill on the matrix units). */
+static bool words_on_mma(const char *model, const rx_tensor_fn *f, const rx_sched_result *res) {
+  int nv = res->nvariants;
+  const char *got = nv >= 2 ? res->variants[nv - 1].name : NULL;
+  const char *mid = nv >= 2 ? res->variants[nv - 2].name : NULL;
+  if (got && mid && !strcmp(got, "gemm_mma_dq") && !strcmp(mid, "gemm_mma_dq_64")) return true;
+  FAIL("%s, %s: program %s dequantizes int32 words; its last variants are %s and %s, want "
+       "gemm_mma_dq_64 and gemm_mma_dq",
+       model, targets[0], f->name, mid ? mid : "(none)", got ? got : "(none)");
+  return false;
+}
+
 /* The first matmul-shaped reduce in s, or NULL; *bound: s binds loops (scheduled by hand). */
 static const rx_stmt *find_matmul(const rx_stmt *s, bool *bound) {
   if (!s) return NULL;
@@ -192,11 +228,13 @@ static const rx_stmt *find_matmul(const rx_stmt *s, bool *bound) {
 }
 
 /* ---- the check ---- */
-static void check_program(const char *model, rx_module *m, const rx_tensor_fn *f, int *nmatmuls) {
+static void check_program(const char *model, rx_module *m, const rx_tensor_fn *f, int *nmatmuls,
+                          int *nwords) {
   bool bound = false;
   const rx_stmt *red = find_matmul(f->body, &bound);
   if (!red || bound) return;
   ++*nmatmuls;
+  if (words_reduce(red)) ++*nwords;
   for (size_t t = 0; t < RX_ARRAY_LEN(targets); t++) {
     const rx_target *tg;
     rx_status s = tgt_target_parse(targets[t], &tg);
@@ -223,6 +261,7 @@ static void check_program(const char *model, rx_module *m, const rx_tensor_fn *f
       ok = false;
       break;
     }
+    if (ok && t == 0 && words_reduce(red)) ok = words_on_mma(model, f, &res);
     if (ok) passed++;
   }
 }
@@ -248,13 +287,15 @@ static void check_model(const char *name, const char *dir) {
   if (!drv_compile(m, &o, &diag, &r)) {
     FAIL("%s: compile: %s", name, rx_diag_text(&diag));
   } else {
-    int n = 0, programs = 0;
+    int n = 0, programs = 0, words = 0;
     for (size_t i = 0; i < m->items.len; i++) {
       if (m->items.data[i].kind != RX_ITEM_TENSOR) continue;
       programs++;
-      check_program(name, m, m->items.data[i].fn, &n);
+      check_program(name, m, m->items.data[i].fn, &n, &words);
     }
-    printf("%s: %d programs, %d with a matmul\n", name, programs, n);
+    printf("%s: %d programs, %d with a matmul, %d of int32 words\n", name, programs, n, words);
+    if (words == 0 && (strstr(name, "awq") || strstr(name, "gptq")))
+      FAIL("%s: no matmul of int32 words found (the detector is broken)", name);
     if (n == 0)
       FAIL("%s: no matmul found among %d programs (the detector is broken)", name, programs);
   }

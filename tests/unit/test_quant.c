@@ -167,19 +167,11 @@ static void check_kernels(const prog *p, const rxk_prepared *tp);
  * the gemm_mma_dq kernel's PTX (where NVRTC is present) has mma.sync, P's cp.async and ldmatrix,
  * for relaxc's own schemes 64-bit loads of the packed weight (8 bytes a lane: 4 lanes read a
  * row's 32, passes/schedule/gemm_mma.c's stage_dq), and no local memory (no spills
- * either: rxk_prepare checks every kernel with ptxas). */
+ * either: rxk_prepare checks every kernel with ptxas). AWQ's and GPTQ's int32 words (which pack
+ * k or the outputs, not k along a row: mm_q_words) take the same kernels, their stage's lanes
+ * laid along the columns. */
 static void check_matrix_units(const prog *p, const rxk_prepared *tp) {
   bool f16 = p->xdt == RX_DTYPE_F16, mma = f16 && tp->t->kind == RX_TARGET_CUDA;
-  if (f16 && (tp->t->kind == RX_TARGET_CUDA || tp->t->matrix_units) &&
-      ckpt_packed(base_quant_info_of(p->sc))) {
-    /* AWQ's and GPTQ's words pack k (rows of qweight) or outputs, not k along a row: Q is not
-     * along k, and the dequantizing stages read k along rows (not done: their GEMM past 16 rows
-     * is the SIMT gemm, checked for its numbers above and below) */
-    printf("  %s: skipped: no matrix-unit stage for %s's packing yet\n", tp->what,
-           base_quant_info_of(p->sc)->name);
-    st.skipped++;
-    return;
-  }
   const char *want[2] = {"gemm", "gemm"};
   if (mma)
     want[0] = "gemm_mma_dq_64", want[1] = "gemm_mma_dq";
