@@ -13,6 +13,7 @@
  * early at EOS. */
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
+#include "runtime/llm/grammar.h"
 #include "runtime/llm/kv_cache.h"
 
 #include <stdlib.h>
@@ -27,10 +28,11 @@ typedef struct request {
   size_t nhist, prompt, cap;
   rx_sampler *sampler;
   rx_detokenizer *detok;
-  int64_t reserve; /* KV pages reserved from admission to the end */
-  int64_t slot;    /* running: the sequence is seq_base + slot; else -1 */
-  int32_t next;    /* running: the token the next decode appends */
-  char *error;     /* FAILED: the message */
+  rx_llm_matcher *matcher; /* structured output (p.grammar), or NULL */
+  int64_t reserve;         /* KV pages reserved from admission to the end */
+  int64_t slot;            /* running: the sequence is seq_base + slot; else -1 */
+  int32_t next;            /* running: the token the next decode appends */
+  char *error;             /* FAILED: the message */
 } request;
 
 struct rx_llm_batcher {
@@ -106,8 +108,10 @@ rx_status rx_llm_batcher_create(rx_llm_model *m, const rx_llm_batcher_options *o
 static void drop_state(request *r) {
   rx_sampler_free(r->sampler);
   rx_detokenizer_free(r->detok);
+  rx_llm_matcher_free(r->matcher);
   r->sampler = NULL;
   r->detok = NULL;
+  r->matcher = NULL;
 }
 
 static void free_request(request *r) {
@@ -227,6 +231,7 @@ rx_status rx_llm_batcher_submit(rx_llm_batcher *b, const int32_t *prompt, size_t
   if (!s) s = rx_sampler_create(&p->sampling, &r->sampler);
   const rx_tokenizer *tok = rx_llm_model_tokenizer(b->m);
   if (!s && tok) s = rx_detokenizer_create(tok, RX_TOKENIZER_SKIP_SPECIAL, &r->detok);
+  if (!s && p->grammar) s = rx_llm_matcher_create(p->grammar, &r->matcher);
   if (s) {
     free_request(r);
     return s;
@@ -252,9 +257,16 @@ static bool push_hist(request *r, int32_t id) {
 }
 
 /* Samples r's next token from its logits row and ends r where rx_llm_generate's loop stops. */
-static void take_token(rx_llm_batcher *b, request *r, const float *logits) {
+static void take_token(rx_llm_batcher *b, request *r, float *logits) {
   int32_t id = -1;
-  rx_status s = rx_sampler_sample(r->sampler, logits, b->vocab, r->hist, r->nhist, &id);
+  bool whole = false; /* structured output: the value is whole and only EOS may follow */
+  rx_status s = r->matcher ? llm_grammar_mask_row(r->matcher, b->m, logits, b->vocab, &whole) : 0;
+  if (!s && whole) {
+    finish(b, r, RX_LLM_REQUEST_EOS);
+    return;
+  }
+  if (!s) s = rx_sampler_sample(r->sampler, logits, b->vocab, r->hist, r->nhist, &id);
+  if (!s && r->matcher) s = llm_grammar_accept_id(r->matcher, b->m, id);
   if (!s && !push_hist(r, id)) s = oom("a request's tokens");
   if (s) {
     fail(b, r, s);

@@ -3,6 +3,7 @@
  * decode calls, and the generation loop that `relaxc generate` runs. */
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
+#include "runtime/llm/grammar.h"
 #include "runtime/llm/kv_cache.h"
 
 #include <cjson/cJSON.h>
@@ -404,6 +405,7 @@ typedef struct gen_state {
   float *logits;
   rx_sampler *sampler;
   rx_detokenizer *detok;
+  rx_llm_matcher *matcher; /* structured output (p->grammar), or NULL */
 } gen_state;
 
 static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_params *p,
@@ -411,7 +413,15 @@ static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_pa
   double t0 = now_ms();
   for (int64_t i = 0; i < p->max_tokens; i++) {
     int32_t id;
+    bool whole = false; /* structured output: the value is whole and only EOS may follow */
+    if (g->matcher)
+      RX_RETURN_IF_ERROR(llm_grammar_mask_row(g->matcher, m, g->logits, m->vocab, &whole));
+    if (whole) {
+      st->stopped_by_eos = true;
+      break;
+    }
     RX_RETURN_IF_ERROR(rx_sampler_sample(g->sampler, g->logits, m->vocab, g->hist, g->nhist, &id));
+    if (g->matcher) RX_RETURN_IF_ERROR(llm_grammar_accept_id(g->matcher, m, id));
     g->hist[g->nhist++] = id;
     if (out_ids) out_ids[i] = id;
     st->new_tokens++;
@@ -450,6 +460,7 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
   rx_status s = g.hist && g.logits ? NULL : base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
   if (!s) s = rx_sampler_create(&p->sampling, &g.sampler);
   if (!s && m->tok) s = rx_detokenizer_create(m->tok, RX_TOKENIZER_SKIP_SPECIAL, &g.detok);
+  if (!s && p->grammar) s = rx_llm_matcher_create(p->grammar, &g.matcher);
   if (!s) {
     memcpy(g.hist, prompt, count * sizeof *prompt);
     g.nhist = count;
@@ -460,6 +471,7 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
   }
   if (!s) s = gen_loop(m, seq, p, &g, out_ids, &st);
   rx_detokenizer_free(g.detok);
+  rx_llm_matcher_free(g.matcher);
   rx_sampler_free(g.sampler);
   free(g.hist);
   free(g.logits);
