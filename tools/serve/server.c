@@ -20,6 +20,7 @@
 #include "tools/serve/server.h"
 
 #include "base/base.h"
+#include "tools/serve/grammars.h"
 #include "tools/serve/request.h"
 
 #include <arpa/inet.h>
@@ -46,6 +47,7 @@
  * scheduler thread), and never wait for tokens, so a few serve every connection */
 #define POOL_THREADS  4u
 #define STOP_GRACE_MS 1000 /* how long stopping lets ended requests send their answers */
+#define GRAMMAR_CACHE 16   /* compiled response_format schemas kept (grammars.h) */
 
 typedef struct job {
   struct job *next; /* in the server's queue, or the scheduler's active list */
@@ -107,6 +109,7 @@ struct rx_server {
   sock *socks;         /* the open connections */
   long next_id;
   rx_server_stats stats;
+  serve_grammars *grammars; /* response_format's compiled schemas */
 };
 
 static double now_ms(void) {
@@ -123,6 +126,7 @@ static void job_unref(rx_server *s, job *j) {
   pthread_mutex_unlock(&s->lock);
   if (!last) return;
   rx_llm_free(j->prompt);
+  rx_llm_grammar_free(j->params.grammar);
   free(j->text);
   free(j->error);
   free(j->out);
@@ -494,6 +498,19 @@ static job *make_job(rx_server *s, struct MHD_Connection *c, rx_serve_request *r
   j->stream = r->stream;
   j->params.sampling = r->sp;
   j->params.max_tokens = r->max_tokens;
+  if (r->format != RX_SERVE_FORMAT_TEXT) { /* structured output: the schema's grammar */
+    bool any = r->format == RX_SERVE_FORMAT_JSON_OBJECT;
+    rx_status gs = s->grammars ? serve_grammars_get(s->grammars, any ? NULL : r->schema,
+                                                    any ? 0 : r->schema_len, &j->params.grammar)
+                               : base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
+    if (gs) {
+      *ret = send_error(c, 400, "response_format", "%s", rx_status_message(gs));
+      rx_status_free(gs);
+      rx_llm_free(ids);
+      free(j);
+      return NULL;
+    }
+  }
   j->created = (long)time(NULL);
   j->deadline = s->o.deadline_ms > 0 ? now_ms() + (double)s->o.deadline_ms : 0;
   pthread_mutex_lock(&s->lock);
@@ -939,6 +956,7 @@ rx_status serve_server_start(rx_llm_model *m, const rx_server_options *o, rx_ser
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->tick, NULL);
+  s->grammars = serve_grammars_new(rx_llm_model_tokenizer(m), GRAMMAR_CACHE);
   rx_llm_batcher_options bo = {.max_batch = opt.max_batch};
   st = rx_llm_batcher_create(m, &bo, &s->b);
   if (!st && pthread_create(&s->thread, NULL, scheduler, s))
@@ -1008,6 +1026,7 @@ void serve_server_stop(rx_server *s) {
   if (s->d) MHD_stop_daemon(s->d);
   if (s->watchdog_started) end_thread(s, &s->watchdog_stop, &s->tick, s->watchdog);
   rx_llm_batcher_free(s->b);
+  serve_grammars_free(s->grammars);
   pthread_cond_destroy(&s->tick);
   pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->lock);
