@@ -270,7 +270,8 @@ typedef struct rx_llm_generate_stats {
 } rx_llm_generate_stats;
 
 /* Generates from prompt (count ids) on sequence seq (reset first), stopping at an
- * end-of-sequence token, after max_tokens, at the model's max_seq_len, or when on_token says so.
+ * end-of-sequence token, after max_tokens, at the model's max_seq_len, or when on_token says so
+ * (with p->grammar also where the value is whole and only EOS may follow: stopped_by_eos).
  * The new ids go to out_ids (up to max_tokens; may be NULL). */
 RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
                                  const rx_llm_generate_params *p, int32_t *out_ids,
@@ -299,7 +300,11 @@ RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *pr
  * Errors of one request (a failed prefill, NaN logits) end that request with the message (a
  * packed prefill that fails is retried one request at a time, so only the requests at fault
  * fail); a failed decode ends the requests in it. Not thread-safe: one thread drives a batcher, and
- * nothing else uses the model's sequences seq_base .. seq_base + max_batch - 1 meanwhile. */
+ * nothing else uses the model's sequences seq_base .. seq_base + max_batch - 1 meanwhile.
+ *
+ * With a grammar (rx_llm_generate_params.grammar), a request also ends where its value is whole
+ * and only EOS may follow (state EOS, no token appended); requests with different grammars, or
+ * none, share steps: each masks its own row of logits. */
 typedef struct rx_llm_batcher rx_llm_batcher;
 
 typedef struct rx_llm_batcher_options {
@@ -313,7 +318,8 @@ typedef struct rx_llm_batcher_options {
 typedef enum rx_llm_request_state {
   RX_LLM_REQUEST_WAITING = 0, /* submitted, not admitted yet */
   RX_LLM_REQUEST_RUNNING,
-  RX_LLM_REQUEST_EOS,       /* ended at an end-of-sequence token (the last id) */
+  RX_LLM_REQUEST_EOS,       /* ended at an end-of-sequence token (the last id), or where its
+                               grammar's value was whole with only EOS to follow */
   RX_LLM_REQUEST_LENGTH,    /* ended after max_tokens */
   RX_LLM_REQUEST_MAX_SEQ,   /* ended at the model's max_seq_len */
   RX_LLM_REQUEST_STOPPED,   /* on_token returned false */
