@@ -203,11 +203,10 @@ def json_objects(pool):
 def batched_greedy(pool):
     names = list(SCHEMAS)
     alone = {n: ask(True, fmt(n, SCHEMAS[n]), 0.0, 0) for n in names}
-    together = {n: f.result() for n, f in
-                [(n, pool.submit(ask, True, fmt(n, SCHEMAS[n]), 0.0, 0)) for n in names * 2]}
-    for n in names:
-        if together[n] != alone[n]:
-            fail(f"greedy {n}: batched {together[n]!r} != alone {alone[n]!r}")
+    together = [(n, pool.submit(ask, True, fmt(n, SCHEMAS[n]), 0.0, 0)) for n in names * 2]
+    for n, fut in together:
+        if fut.result() != alone[n]:
+            fail(f"greedy {n}: batched {fut.result()!r} != alone {alone[n]!r}")
     for n in names[:2]:
         text, finish = ask(True, fmt(n, SCHEMAS[n]), 0.0, 0, stream=True)
         if (text, finish) != alone[n]:
