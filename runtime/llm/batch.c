@@ -28,11 +28,12 @@ typedef struct request {
   size_t nhist, prompt, cap;
   rx_sampler *sampler;
   rx_detokenizer *detok;
+  int64_t reserve; /* KV pages reserved from admission to the end */
+  int64_t slot;    /* running: the sequence is seq_base + slot; else -1 */
+  int32_t next;    /* running: the token the next decode appends */
+  char *error;     /* FAILED: the message */
+
   rx_llm_matcher *matcher; /* structured output (p.grammar), or NULL */
-  int64_t reserve;         /* KV pages reserved from admission to the end */
-  int64_t slot;            /* running: the sequence is seq_base + slot; else -1 */
-  int32_t next;            /* running: the token the next decode appends */
-  char *error;             /* FAILED: the message */
 } request;
 
 struct rx_llm_batcher {
