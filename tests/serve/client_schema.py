@@ -30,7 +30,7 @@ BASE = os.environ["RX_SERVE_BASE_URL"]
 SAMPLES = int(os.environ.get("RX_SCHEMA_SAMPLES", "100"))  # per schema (fewer: a quick run)
 MODEL = os.environ["RX_SERVE_MODEL"]
 client = OpenAI(base_url=BASE, api_key=os.environ.get("RX_SERVE_API_KEY", "none"), max_retries=0,
-                timeout=300)
+                timeout=1800)  # generous: lavapipe on a loaded machine
 failures = []
 
 
