@@ -28,6 +28,8 @@ typedef struct rx_tokenizer rx_tokenizer;         /* a loaded tokenizer.json (im
 typedef struct rx_detokenizer rx_detokenizer;     /* ids to text, one id at a time */
 typedef struct rx_sampler rx_sampler;             /* logits to a token id, seeded */
 typedef struct rx_chat_template rx_chat_template; /* a parsed Jinja chat template (immutable) */
+typedef struct rx_llm_grammar rx_llm_grammar;     /* a compiled JSON schema (immutable, shared) */
+typedef struct rx_llm_matcher rx_llm_matcher;     /* a generation's place in a grammar */
 
 /* Frees an array or string returned by this header (NULL is fine). */
 RX_API void rx_llm_free(void *p);
@@ -303,6 +305,10 @@ typedef struct rx_llm_generate_params {
    * called, and none are computed */
   void (*on_token_info)(void *user, const rx_token_logprobs *lp);
   int32_t top_logprobs;
+  /* structured output: each token sampled from those the grammar allows (rx_llm_grammar_compile),
+   * EOS only once the text is a whole value; NULL: none. The generation (or the batcher's
+   * request) keeps a reference of its own. */
+  rx_llm_grammar *grammar;
 } rx_llm_generate_params;
 
 #define RX_LLM_MAX_STOP 4 /* OpenAI's limit of stop strings */
@@ -316,7 +322,8 @@ typedef struct rx_llm_generate_stats {
 
 /* Generates from prompt (count ids) on sequence seq (reset first), stopping at an
  * end-of-sequence token, after max_tokens, at the model's max_seq_len, at a stop string
- * (stats.stopped_by_string), or when on_token says so.
+ * (stats.stopped_by_string), or when on_token says so (with p->grammar also where the value is
+ * whole and only EOS may follow: stopped_by_eos).
  * The new ids go to out_ids (up to max_tokens; may be NULL). */
 RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, size_t count,
                                  const rx_llm_generate_params *p, int32_t *out_ids,
@@ -348,7 +355,11 @@ RX_API rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *pr
  * Errors of one request (a failed prefill, NaN logits) end that request with the message (a
  * packed prefill that fails is retried one request at a time, so only the requests at fault
  * fail); a failed decode ends the requests in it. Not thread-safe: one thread drives a batcher, and
- * nothing else uses the model's sequences seq_base .. seq_base + max_batch - 1 meanwhile. */
+ * nothing else uses the model's sequences seq_base .. seq_base + max_batch - 1 meanwhile.
+ *
+ * With a grammar (rx_llm_generate_params.grammar), a request also ends where its value is whole
+ * and only EOS may follow (state EOS, no token appended); requests with different grammars, or
+ * none, share steps: each masks its own row of logits. */
 typedef struct rx_llm_batcher rx_llm_batcher;
 
 typedef struct rx_llm_batcher_options {
@@ -373,7 +384,8 @@ typedef struct rx_llm_batcher_options {
 typedef enum rx_llm_request_state {
   RX_LLM_REQUEST_WAITING = 0, /* submitted, not admitted yet */
   RX_LLM_REQUEST_RUNNING,
-  RX_LLM_REQUEST_EOS,         /* ended at an end-of-sequence token (the last id) */
+  RX_LLM_REQUEST_EOS,         /* ended at an end-of-sequence token (the last id), or where its
+                                 grammar's value was whole with only EOS to follow */
   RX_LLM_REQUEST_LENGTH,      /* ended after max_tokens */
   RX_LLM_REQUEST_MAX_SEQ,     /* ended at the model's max_seq_len */
   RX_LLM_REQUEST_STOPPED,     /* on_token returned false */
@@ -500,6 +512,51 @@ RX_API rx_status rx_chat_template_render(const rx_chat_template *t, const char *
 RX_API rx_status rx_chat_prompt(const rx_chat_template *t, const char *messages_json, size_t len,
                                 const char *extra_json, size_t extra_len, char **out_text,
                                 size_t *out_len);
+
+/* ---- constrained decoding: structured output (runtime/llm/grammar*.c, docs/llm.md) ----
+ * A JSON schema compiled against a tokenizer into a grammar: a byte-level pushdown automaton
+ * whose state decides which tokens may come next (a token is allowed when all of its bytes, as
+ * the tokenizer's decoder gives them past a stream's start, can follow). A matcher is one
+ * generation's state. The text allowed is compact JSON: at most one space before the value and
+ * after each ':' and ','; object properties in the schema's order (optional ones may be left
+ * out, no others: additionalProperties false is implied); numbers with bounded digits. What a
+ * schema may use is listed in docs/llm.md; any other keyword is an RX_ERR_UNSUPPORTED error
+ * naming it. Masks are memoized per automaton state in the grammar (a small cache shared by its
+ * matchers, under a lock), so a grammar may serve matchers on several threads; a matcher is used
+ * from one thread at a time. */
+
+/* Compiles schema (len bytes of JSON; NULL: json_object, any JSON object) for tok's vocabulary.
+ * A malformed or inconsistent schema is an RX_ERR_INVALID error naming the place ("at
+ * schema.properties.age: ..."); an unsupported keyword an RX_ERR_UNSUPPORTED one. The grammar
+ * does not keep tok, but tok's EOS ids are borrowed: tok must outlive it. */
+RX_API rx_status rx_llm_grammar_compile(const rx_tokenizer *tok, const char *schema, size_t len,
+                                        rx_llm_grammar **out_grammar);
+/* Another reference to g (returned); rx_llm_grammar_free drops one (NULL is fine). */
+RX_API rx_llm_grammar *rx_llm_grammar_retain(rx_llm_grammar *g);
+RX_API void rx_llm_grammar_free(rx_llm_grammar *g);
+
+/* A matcher at the start of g (it holds a reference to g). */
+RX_API rx_status rx_llm_matcher_create(rx_llm_grammar *g, rx_llm_matcher **out_matcher);
+/* A copy of m's state (n completions from one prompt). */
+RX_API rx_status rx_llm_matcher_clone(const rx_llm_matcher *m, rx_llm_matcher **out_matcher);
+RX_API void rx_llm_matcher_free(rx_llm_matcher *m);  /* NULL is fine */
+RX_API void rx_llm_matcher_reset(rx_llm_matcher *m); /* back to the start */
+/* The tokens allowed next, as a bitset of (vocab + 31) / 32 words (bit id % 32 of word id / 32);
+ * the tokenizer's EOS ids are allowed exactly when the text so far is a whole value. Ids from
+ * the tokenizer's vocabulary size up to vocab are never allowed. *out_count (may be NULL): how
+ * many bits are set. */
+RX_API rx_status rx_llm_matcher_fill_mask(rx_llm_matcher *m, uint32_t *bits, int32_t vocab,
+                                          size_t *out_count);
+/* Advances m by token id; a token the mask does not allow is an RX_ERR_INVALID error (m
+ * unchanged). An EOS id (allowed when the value is whole) leaves m as it is. */
+RX_API rx_status rx_llm_matcher_accept_token(rx_llm_matcher *m, int32_t id);
+/* Advances m by n bytes of text; false (m unchanged) when they cannot follow. */
+RX_API bool rx_llm_matcher_accept_bytes(rx_llm_matcher *m, const char *bytes, size_t n);
+/* Whether the text so far is a whole value. */
+RX_API bool rx_llm_matcher_is_accepting(const rx_llm_matcher *m);
+/* The bytes token id adds to a generation past its start (what the mask matches; borrowed from
+ * g, *out_len bytes; "" for a special or unknown id). */
+RX_API const char *rx_llm_grammar_token_bytes(const rx_llm_grammar *g, int32_t id, size_t *out_len);
 
 #ifdef __cplusplus
 }

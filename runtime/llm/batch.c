@@ -25,6 +25,7 @@
  * last prompt token goes in. */
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
+#include "runtime/llm/grammar.h"
 #include "runtime/llm/kv_cache.h"
 #include "runtime/llm/prefix_cache.h"
 
@@ -47,6 +48,8 @@ typedef struct request {
   size_t cached;         /* prompt tokens taken from the prefix cache */
   int32_t next;          /* running: the token the next decode appends */
   char *error;           /* FAILED: the message */
+
+  rx_llm_matcher *matcher; /* structured output (p.grammar), or NULL */
 } request;
 
 struct rx_llm_batcher {
@@ -136,9 +139,11 @@ static void drop_state(request *r) {
   rx_sampler_free(r->sampler);
   rx_detokenizer_free(r->detok);
   rx_stop_matcher_free(r->stop);
+  rx_llm_matcher_free(r->matcher);
   r->sampler = NULL;
   r->detok = NULL;
   r->stop = NULL;
+  r->matcher = NULL;
 }
 
 static void free_request(request *r) {
@@ -270,6 +275,7 @@ rx_status rx_llm_batcher_submit(rx_llm_batcher *b, const int32_t *prompt, size_t
   if (!s && (p->top_logprobs < 0 || p->top_logprobs > RX_LLM_MAX_TOP_LOGPROBS))
     s = base_status_make(RX_ERR_INVALID, "rx_llm_batcher_submit: top_logprobs %d is not in [0, %d]",
                          (int)p->top_logprobs, RX_LLM_MAX_TOP_LOGPROBS);
+  if (!s && p->grammar) s = rx_llm_matcher_create(p->grammar, &r->matcher);
   if (s) {
     free_request(r);
     return s;
@@ -295,11 +301,21 @@ static bool push_hist(request *r, int32_t id) {
 }
 
 /* Samples r's next token from its logits row and ends r where rx_llm_generate's loop stops. */
-static void take_token(rx_llm_batcher *b, request *r, const float *logits) {
+static void take_token(rx_llm_batcher *b, request *r, float *logits) {
   int32_t id = -1;
+  /* structured output: the grammar's mask first (-inf stays -inf through the penalties and the
+   * bias, so the logprobs are those of the constrained distribution) */
+  bool whole = false; /* the value is whole and only EOS may follow */
+  rx_status s = r->matcher ? llm_grammar_mask_row(r->matcher, b->m, logits, b->vocab, &whole) : 0;
+  if (!s && whole) {
+    finish(b, r, RX_LLM_REQUEST_EOS);
+    return;
+  }
   rx_token_logprobs lp;
-  rx_status s = rx_sampler_sample_ex(r->sampler, logits, b->vocab, r->hist, r->nhist, r->prompt,
-                                     r->p.top_logprobs, r->p.on_token_info ? &lp : NULL, &id);
+  if (!s)
+    s = rx_sampler_sample_ex(r->sampler, logits, b->vocab, r->hist, r->nhist, r->prompt,
+                             r->p.top_logprobs, r->p.on_token_info ? &lp : NULL, &id);
+  if (!s && r->matcher) s = llm_grammar_accept_id(r->matcher, b->m, id);
   if (!s && !push_hist(r, id)) s = oom("a request's tokens");
   if (s) {
     fail(b, r, s);
@@ -397,7 +413,7 @@ static void start(rx_llm_batcher *b, request *r, int64_t m) {
 
 /* r's sequence took count more prompt tokens (logits: the last one's): the full pages go into
  * the prefix cache, and r samples its first token when its whole prompt is in. */
-static void prefilled(rx_llm_batcher *b, request *r, size_t count, const float *logits) {
+static void prefilled(rx_llm_batcher *b, request *r, size_t count, float *logits) {
   r->done += count;
   b->st.prompt_tokens += (int64_t)count;
   if (b->pc) {

@@ -3,6 +3,7 @@
  * decode calls, and the generation loop that `relaxc generate` runs. */
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
+#include "runtime/llm/grammar.h"
 #include "runtime/llm/kv_cache.h"
 #include "runtime/llm/prefix_cache.h"
 
@@ -425,8 +426,9 @@ typedef struct gen_state {
   float *logits;
   rx_sampler *sampler;
   rx_detokenizer *detok;
-  rx_stop_matcher *stop; /* p->stop, or NULL */
-  size_t prompt;         /* the prompt's ids in hist */
+  rx_stop_matcher *stop;   /* p->stop, or NULL */
+  size_t prompt;           /* the prompt's ids in hist */
+  rx_llm_matcher *matcher; /* structured output (p->grammar), or NULL */
 } gen_state;
 
 static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_params *p,
@@ -434,10 +436,18 @@ static rx_status gen_loop(rx_llm_model *m, int64_t seq, const rx_llm_generate_pa
   double t0 = now_ms();
   for (int64_t i = 0; i < p->max_tokens; i++) {
     int32_t id;
+    bool whole = false; /* structured output: the value is whole and only EOS may follow */
+    if (g->matcher)
+      RX_RETURN_IF_ERROR(llm_grammar_mask_row(g->matcher, m, g->logits, m->vocab, &whole));
+    if (whole) {
+      st->stopped_by_eos = true;
+      break;
+    }
     rx_token_logprobs lp;
     RX_RETURN_IF_ERROR(rx_sampler_sample_ex(g->sampler, g->logits, m->vocab, g->hist, g->nhist,
                                             g->prompt, p->top_logprobs,
                                             p->on_token_info ? &lp : NULL, &id));
+    if (g->matcher) RX_RETURN_IF_ERROR(llm_grammar_accept_id(g->matcher, m, id));
     if (p->on_token_info) p->on_token_info(p->user, &lp);
     g->hist[g->nhist++] = id;
     if (out_ids) out_ids[i] = id;
@@ -480,6 +490,7 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
   if (!s && (p->top_logprobs < 0 || p->top_logprobs > RX_LLM_MAX_TOP_LOGPROBS))
     s = base_status_make(RX_ERR_INVALID, "rx_llm_generate: top_logprobs %d is not in [0, %d]",
                          (int)p->top_logprobs, RX_LLM_MAX_TOP_LOGPROBS);
+  if (!s && p->grammar) s = rx_llm_matcher_create(p->grammar, &g.matcher);
   if (!s) {
     memcpy(g.hist, prompt, count * sizeof *prompt);
     g.nhist = g.prompt = count;
@@ -491,6 +502,7 @@ rx_status rx_llm_generate(rx_llm_model *m, int64_t seq, const int32_t *prompt, s
   if (!s) s = gen_loop(m, seq, p, &g, out_ids, &st);
   rx_detokenizer_free(g.detok);
   rx_stop_matcher_free(g.stop);
+  rx_llm_matcher_free(g.matcher);
   rx_sampler_free(g.sampler);
   free(g.hist);
   free(g.logits);

@@ -396,3 +396,81 @@ void rx_detokenizer_free(rx_detokenizer *d) {
   base_strbuf_free(&d->out);
   free(d);
 }
+
+/* ---- a token's own bytes (constrained decoding, runtime/llm/grammar_mask.c) ---- */
+void tok_token_bytes(const rx_tokenizer *t, int32_t id, rx_strbuf *out) {
+  out->len = 0;
+  base_strbuf_appendn(out, "", 0);
+  const tok_text *x = tok_text_of(t, id);
+  if (!x || special_text(t, x)) return;
+  if (!t->has_decoder) { /* decode joins tokens with a space */
+    base_strbuf_appendn(out, " ", 1);
+    base_strbuf_appendn(out, x->s, x->n);
+    return;
+  }
+  rx_strbuf cur = {0}, next = {0};
+  base_strbuf_appendn(&cur, x->s, x->n);
+  for (size_t k = 0; k < t->ndec; k++) {
+    const tok_step *st = &t->dec[k];
+    next.len = 0;
+    base_strbuf_appendn(&next, "", 0);
+    const char *s = cur.data;
+    size_t n = cur.len, e;
+    switch (st->kind) {
+    case TOK_DEC_BYTE_LEVEL: { /* characters to their bytes; a token with another stays */
+      for (size_t i = 0; i < n;) {
+        int b = tok_char_to_byte(uc_next(s, &i));
+        if (b < 0) {
+          next.len = 0;
+          base_strbuf_appendn(&next, s, n);
+          break;
+        }
+        char c = (char)b;
+        base_strbuf_appendn(&next, &c, 1);
+      }
+      break;
+    }
+    case TOK_DEC_BYTE_FALLBACK: {
+      int b = byte_token(s, n);
+      char c = (char)b;
+      if (b >= 0)
+        base_strbuf_appendn(&next, &c, 1);
+      else
+        base_strbuf_appendn(&next, s, n);
+      break;
+    }
+    case TOK_DEC_REPLACE:
+      tok_replace(&next, s, n, st->text, st->content);
+      break;
+    case TOK_DEC_FUSE:
+      base_strbuf_appendn(&next, s, n);
+      break;
+    case TOK_DEC_STRIP: { /* a token past the stream's start: from the back only */
+      size_t to = n;
+      for (size_t i = 0; i < st->stop && to > 0; i++) {
+        size_t p = uc_prev(s, to);
+        if (!char_is(s, p, st->cp, &e)) break;
+        to = p;
+      }
+      base_strbuf_appendn(&next, s, to);
+      break;
+    }
+    case TOK_DEC_METASPACE: /* past the start: the replacement character is a space */
+      for (size_t i = 0; i < n; i = e) {
+        if (!char_is(s, i, st->cp, &e))
+          base_strbuf_appendn(&next, s + i, e - i);
+        else
+          base_strbuf_appendn(&next, " ", 1);
+      }
+      break;
+    default:
+      RX_ASSERT(!"not a decoder");
+    }
+    rx_strbuf tmp = cur;
+    cur = next;
+    next = tmp;
+  }
+  base_strbuf_appendn(out, cur.data, cur.len);
+  base_strbuf_free(&cur);
+  base_strbuf_free(&next);
+}

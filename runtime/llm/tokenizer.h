@@ -178,5 +178,10 @@ int tok_char_to_byte(uint32_t cp); /* -1 when cp is no byte's character */
 /* The token text decode starts from (and id_to_token gives): an added token's match text, else
  * the model's token; NULL for an id of neither. */
 const tok_text *tok_text_of(const rx_tokenizer *t, int32_t id);
+/* The bytes id adds to a stream past its start, as the decoder makes them but raw (byte-level and
+ * byte-fallback bytes as they are, not read as UTF-8), into out (reset first; empty for a special
+ * token, which decode with RX_TOKENIZER_SKIP_SPECIAL leaves out, or an unknown id): what
+ * constrained decoding matches a token by (runtime/llm/grammar_mask.c). */
+void tok_token_bytes(const rx_tokenizer *t, int32_t id, rx_strbuf *out);
 
 #endif

@@ -58,6 +58,11 @@ rx_serve_client_test(serve.client_prefix client_prefix.py)
 # logit_bias, seed, max_completion_tokens, and a 400 naming any field the server does not implement
 rx_serve_client_test(serve.client_api client_api.py TIMEOUT 300)
 
+# Structured output through the openai client: response_format json_schema (100 samples per schema
+# at temperature 1, each parsed and validated by jsonschema) and json_object, batched across
+# schemas, streamed, and the refusals (runtime/llm/grammar*.c)
+rx_serve_client_test(serve.client_schema client_schema.py --max-batch 32 TIMEOUT 900)
+
 # The load test: 256 concurrent streaming clients, some leaving mid-stream; every staying one gets
 # its single-run answer, and every KV page is free at the end. Label "load": CI may shard it off.
 rx_serve_client_test(serve.load client_load.py --max-batch 32 --max-queue 512 --max-connections 600
@@ -67,3 +72,4 @@ set_tests_properties(serve.load PROPERTIES COST 60)
 set_tests_properties(serve.client_ops PROPERTIES COST 25)
 set_tests_properties(serve.client_prefix PROPERTIES COST 25)
 set_tests_properties(serve.client_api PROPERTIES COST 90)
+set_tests_properties(serve.client_schema PROPERTIES COST 200)

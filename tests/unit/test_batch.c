@@ -23,6 +23,10 @@
  *   of a sequence that holds no tokens, a sequence twice, all errors naming the numbers; a
  *   packed prefill that the KV cache cannot hold, split over three forwards of which the last
  *   fails, leaves the cache as it was;
+ * - structured output: requests with four different grammars (three JSON schemas and
+ *   json_object), greedy and sampled, batched together, equal their single runs through
+ *   rx_llm_generate with the same grammar, and each one that ends before max_tokens is a whole
+ *   JSON value (cJSON parses the decoded text);
  * - the host program itself (the artifact's prefill and decode called through the VM with a
  *   batch object made here): 40 sequences in one prefill call, and a batch that disagrees with
  *   the call's input_ids or batch_size is an error naming the builtin or the match_cast.
@@ -39,6 +43,7 @@
 #include "support_runtime.h"
 #include "targets/target.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -563,6 +568,51 @@ static void host_program(const char *path, int32_t vocab) {
   rx_rt_device_release(dev);
 }
 
+/* Structured output: jobs k of greedy and sampled with grammars of different schemas, batched
+ * together against their single runs; the whole values parse as JSON. */
+static void structured(rx_llm_model *m, job *greedy, job *sampled) {
+  static const char *const schemas[] = {
+      "{\"type\":\"object\",\"properties\":{\"color\":{\"enum\":[\"red\",\"green\"]},"
+      "\"n\":{\"type\":\"integer\"}},\"required\":[\"color\",\"n\"]}",
+      "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":3},\"maxItems\":2}",
+      "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"},\"v\":{\"type\":"
+      "[\"number\",\"null\"]}},\"required\":[\"ok\",\"v\"]}",
+      NULL};
+  rx_llm_grammar *g[4] = {NULL};
+  const rx_tokenizer *tok = rx_llm_model_tokenizer(m);
+  for (int i = 0; i < 4; i++)
+    ok_status(rx_llm_grammar_compile(tok, schemas[i], schemas[i] ? strlen(schemas[i]) : 0, &g[i]),
+              "grammar");
+  job jobs[NREQ];
+  for (int k = 0; k < NREQ; k++) {
+    jobs[k] = k < NREQ / 2 ? greedy[k] : sampled[k];
+    jobs[k].p.max_tokens = MAXTOK;
+    jobs[k].p.grammar = g[k % 4];
+    jobs[k].p.user = &jobs[k];
+  }
+  single_runs(m, jobs);
+  batched(m, jobs, NREQ, "structured output, 4 grammars, greedy and sampled");
+  int whole = 0;
+  for (int k = 0; k < NREQ; k++) {
+    if (jobs[k].nwant >= MAXTOK) continue;
+    char *text = NULL;
+    size_t len = 0;
+    if (!ok_status(rx_tokenizer_decode(tok, jobs[k].want, jobs[k].nwant, RX_TOKENIZER_SKIP_SPECIAL,
+                                       &text, &len),
+                   "decode"))
+      continue;
+    cJSON *v = cJSON_ParseWithLength(text, len);
+    CHECK_MSG(v && (k % 4 != 3 || cJSON_IsObject(v)), "request %d: \"%s\" is not whole JSON", k,
+              text);
+    whole += v != NULL;
+    cJSON_Delete(v);
+    rx_llm_free(text);
+  }
+  fprintf(stderr, "  structured output: %d of %d ended as whole values before max_tokens\n", whole,
+          NREQ);
+  for (int i = 0; i < 4; i++) rx_llm_grammar_free(g[i]);
+}
+
 static rx_llm_model *load(const char *path, int64_t capacity) {
   rx_llm_model_options mo = {.device = "vulkan:0", .capacity = capacity, .max_sequences = MAX_B};
   rx_llm_model *m = NULL;
@@ -595,6 +645,7 @@ int main(int argc, char **argv) {
       batched(m, greedy, NREQ, "greedy, max_batch 8");
       batched(m, greedy, 3, "greedy, max_batch 3");
       batched(m, sampled, NREQ, "sampled, max_batch 8");
+      structured(m, greedy, sampled);
       leaving(m, greedy);
       wide_decode(m);
       static const size_t mixed[5] = {1, 7, 16, 17, 100};

@@ -131,6 +131,21 @@ static void refusals(void) {
        "messages", "without a chat template"},
       {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": 1}", true, 400,
        "tools", "'tools' must be an array"},
+      {"{\"prompt\": \"a\", \"response_format\": \"json\"}", false, 400, "response_format",
+       "must be an object with a 'type'"},
+      {"{\"prompt\": \"a\", \"response_format\": {\"type\": \"xml\"}}", false, 400,
+       "response_format", "'xml'"},
+      {"{\"prompt\": \"a\", \"response_format\": {\"type\": \"json_schema\"}}", false, 400,
+       "response_format", "'response_format.json_schema' must be an object"},
+      {"{\"prompt\": \"a\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+       "{\"name\": \"x\"}}}",
+       false, 400, "response_format", "'response_format.json_schema.schema' must be"},
+      {"{\"prompt\": \"a\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+       "{\"name\": 3, \"schema\": {}}}}",
+       false, 400, "response_format", "name' must be a string"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"response_format\": "
+       "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": {}, \"strict\": 1}}}",
+       true, 400, "response_format", "strict' must be a boolean"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     rx_serve_request r;
@@ -181,6 +196,24 @@ static void refusals(void) {
   CHECK_MSG(ok && r.logprobs && r.top_logprobs == 20 && r.max_tokens == 7 && r.has_max_tokens,
             "a chat request's fields: %s", ok ? "fields differ" : e.msg);
   if (ok) serve_request_free(&r);
+  /* response_format: text, json_object, json_schema (the schema kept as compact JSON) */
+  static const char *const formats[] = {
+      "{\"prompt\": \"a\", \"response_format\": {\"type\": \"text\"}}",
+      "{\"prompt\": \"a\", \"response_format\": {\"type\": \"json_object\"}}",
+      "{\"prompt\": \"a\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+      "{\"name\": \"x\", \"strict\": true, \"schema\": {\"type\" : \"object\", \"properties\": "
+      "{\"a\": {\"type\": \"string\"}}}}}}"};
+  static const rx_serve_format want[] = {RX_SERVE_FORMAT_TEXT, RX_SERVE_FORMAT_JSON_OBJECT,
+                                         RX_SERVE_FORMAT_JSON_SCHEMA};
+  for (int i = 0; i < 3; i++) {
+    ok = serve_parse(formats[i], strlen(formats[i]), false, "kjv", NULL, &r, &e);
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}}";
+    CHECK_MSG(ok && r.format == want[i] &&
+                  (i < 2 ? !r.schema
+                         : r.schema && r.schema_len == strlen(schema) && !strcmp(r.schema, schema)),
+              "response_format %d: %s", i, ok ? (r.schema ? r.schema : "no schema") : e.msg);
+    if (ok) serve_request_free(&r);
+  }
 }
 
 /* Generated text with a NUL reaches the answer whole (cJSON's strings would end at it). */

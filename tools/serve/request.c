@@ -131,6 +131,7 @@ static const struct {
     {"store", CHAT}, /* false only */
     {"tools", CHAT},
     {"chat_template_kwargs", CHAT},
+    {"response_format", BOTH},
 };
 
 static bool check_known(const cJSON *root, bool chat, rx_serve_error *e) {
@@ -315,6 +316,46 @@ static bool parse_sampling(const cJSON *root, rx_serve_request *r, rx_serve_erro
   return parse_logit_bias(root, r, e);
 }
 
+/* response_format (both endpoints, as OpenAI's): {"type": "text"}, {"type": "json_object"} or
+ * {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}}. The
+ * schema is compiled by the server (a schema it cannot compile is its 400). */
+static bool response_format(const cJSON *root, rx_serve_request *r, rx_serve_error *e) {
+  const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+  if (!rf || cJSON_IsNull(rf)) return true;
+  const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+  if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+    return refuse(e, "response_format",
+                  "'response_format' must be an object with a 'type': \"text\", \"json_object\" "
+                  "or \"json_schema\"");
+  if (!strcmp(type->valuestring, "text")) return true;
+  if (!strcmp(type->valuestring, "json_object")) {
+    r->format = RX_SERVE_FORMAT_JSON_OBJECT;
+    return true;
+  }
+  if (strcmp(type->valuestring, "json_schema"))
+    return refuse(e, "response_format",
+                  "'response_format.type' is '%.100s', not \"text\", \"json_object\" or "
+                  "\"json_schema\"",
+                  type->valuestring);
+  const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+  if (!cJSON_IsObject(js))
+    return refuse(e, "response_format", "'response_format.json_schema' must be an object");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+  const cJSON *strict = cJSON_GetObjectItemCaseSensitive(js, "strict");
+  const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+  if (name && !cJSON_IsString(name))
+    return refuse(e, "response_format", "'response_format.json_schema.name' must be a string");
+  if (strict && !cJSON_IsBool(strict) && !cJSON_IsNull(strict))
+    return refuse(e, "response_format", "'response_format.json_schema.strict' must be a boolean");
+  if (!cJSON_IsObject(schema))
+    return refuse(e, "response_format",
+                  "'response_format.json_schema.schema' must be a JSON schema (an object)");
+  if (!(r->schema = cJSON_PrintUnformatted(schema))) return refuse(e, NULL, "out of memory");
+  r->schema_len = strlen(r->schema);
+  r->format = RX_SERVE_FORMAT_JSON_SCHEMA;
+  return true;
+}
+
 /* Checks the fields of a request's JSON object. */
 static bool parse_fields(const cJSON *root, bool chat, const char *model_name,
                          const rx_chat_template *tmpl, rx_serve_request *r, rx_serve_error *e) {
@@ -337,6 +378,7 @@ static bool parse_fields(const cJSON *root, bool chat, const char *model_name,
   if (chat && !get_number(root, "max_completion_tokens", 1, 1e15, true, &x, e)) return false;
   r->has_max_tokens = x > 0;
   r->max_tokens = (int64_t)x;
+  if (!response_format(root, r, e)) return false;
   if (chat) return chat_prompt(root, tmpl, r, e);
   if (!parse_prompts(root, r, e)) return false;
   if ((int64_t)r->nprompts * r->n > RX_SERVE_MAX_CHOICES)
@@ -413,6 +455,10 @@ bool serve_parse(const char *body, size_t len, bool chat, const char *model_name
     for (size_t i = 0; t && i < n; i++)
       if ((unsigned char)t[i] == sentinel) t[i] = 0;
   }
+  if (sentinel && out->schema && memchr(out->schema, sentinel, out->schema_len)) {
+    serve_request_free(out); /* a schema's "\u0000": not worth keeping through the sentinel */
+    return refuse(e, "response_format", "the schema holds a NUL character (\\u0000)");
+  }
   return true;
 }
 
@@ -425,6 +471,7 @@ void serve_request_free(rx_serve_request *r) {
   free(r->prompts);
   for (size_t i = 0; i < r->nstop; i++) free(r->stop[i]);
   free(r->logit_bias);
+  free(r->schema); /* cJSON_PrintUnformatted's: the C library's malloc (cJSON's default hooks) */
   memset(r, 0, sizeof *r);
 }
 

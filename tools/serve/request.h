@@ -41,6 +41,13 @@ typedef struct rx_serve_prompt {
   size_t nids;
 } rx_serve_prompt;
 
+/* What response_format asks for. */
+typedef enum rx_serve_format {
+  RX_SERVE_FORMAT_TEXT = 0,    /* {"type": "text"} or none */
+  RX_SERVE_FORMAT_JSON_OBJECT, /* {"type": "json_object"} */
+  RX_SERVE_FORMAT_JSON_SCHEMA, /* {"type": "json_schema", "json_schema": {"schema": ...}} */
+} rx_serve_format;
+
 /* A request's fields, checked. */
 typedef struct rx_serve_request {
   char *prompt;      /* the text to tokenize (chat: the template applied), heap; it may hold NUL
@@ -66,6 +73,11 @@ typedef struct rx_serve_request {
   bool include_usage;        /* stream_options.include_usage */
   rx_logit_bias *logit_bias; /* heap, nbias entries (ids checked against the vocab later) */
   size_t nbias;
+  /* response_format: text (none), json_object (any JSON object) or json_schema (schema holds
+     the schema, compact JSON, heap; the key of the server's cache of compiled grammars) */
+  rx_serve_format format;
+  char *schema;
+  size_t schema_len;
 } rx_serve_request;
 
 rx_serve_route serve_route_of(const char *method, const char *url, rx_serve_error *e);

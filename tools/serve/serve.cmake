@@ -5,7 +5,8 @@ find_library(RX_MICROHTTPD_LIBRARY microhttpd)
 if(RX_MICROHTTPD_INCLUDE_DIR AND RX_MICROHTTPD_LIBRARY)
   add_library(relaxc_serve STATIC ${CMAKE_SOURCE_DIR}/tools/serve/server.c
                          ${CMAKE_SOURCE_DIR}/tools/serve/answer.c ${CMAKE_SOURCE_DIR}/tools/serve/ops.c
-                         ${CMAKE_SOURCE_DIR}/tools/serve/request.c)
+                         ${CMAKE_SOURCE_DIR}/tools/serve/request.c
+                         ${CMAKE_SOURCE_DIR}/tools/serve/grammars.c)
   target_include_directories(relaxc_serve PRIVATE ${RX_MICROHTTPD_INCLUDE_DIR}
                            PUBLIC ${CMAKE_SOURCE_DIR} ${RX_CJSON_INCLUDE_DIR})
   target_link_libraries(relaxc_serve PUBLIC relaxc_runtime ${RX_MICROHTTPD_LIBRARY} Threads::Threads)

@@ -21,6 +21,7 @@
 
 #include "base/base.h"
 #include "tools/serve/answer.h"
+#include "tools/serve/grammars.h"
 #include "tools/serve/ops.h"
 #include "tools/serve/request.h"
 
@@ -50,6 +51,7 @@
 #define POOL_THREADS     4u
 #define STOP_GRACE_MS    1000 /* how long stopping lets ended requests send their answers */
 #define RX_SERVE_KV_PAGE 16   /* tokens per KV page (runtime/llm/kv_cache.h's RX_KV_PAGE) */
+#define GRAMMAR_CACHE    16   /* compiled response_format schemas kept (grammars.h) */
 
 typedef struct job {
   struct job *next; /* in the server's queue, or the scheduler's active list */
@@ -121,6 +123,7 @@ struct rx_server {
   bool draining;               /* serve_server_quiesce: new requests get 503 */
   int listen_fd;               /* the listening socket, once quiesced (closed at the stop); -1 */
   serve_metrics metrics;
+  serve_grammars *grammars; /* response_format's compiled schemas */
 };
 
 static double now_ms(void) {
@@ -143,6 +146,7 @@ static void job_unref(rx_server *s, job *j) {
   free(j->bias);
   for (size_t i = 0; i < j->nch; i++) serve_choice_free(&j->ch[i]);
   free(j->ch);
+  rx_llm_grammar_free(j->params.grammar);
   free(j->error);
   free(j->out);
   free(j);
@@ -645,6 +649,17 @@ static bool take_params(rx_server *s, struct MHD_Connection *c, rx_serve_request
   j->stream = r->stream;
   j->logprobs = r->logprobs;
   j->include_usage = r->include_usage;
+  if (r->format != RX_SERVE_FORMAT_TEXT) { /* structured output: the schema's grammar */
+    bool any = r->format == RX_SERVE_FORMAT_JSON_OBJECT;
+    rx_status gs = s->grammars ? serve_grammars_get(s->grammars, any ? NULL : r->schema,
+                                                    any ? 0 : r->schema_len, &j->params.grammar)
+                               : base_status_make(RX_ERR_OUT_OF_MEMORY, "out of memory");
+    if (gs) {
+      *ret = send_error(c, 400, "response_format", "%s", rx_status_message(gs));
+      rx_status_free(gs);
+      return false;
+    }
+  }
   return true;
 }
 
@@ -1212,6 +1227,7 @@ rx_status serve_server_start(rx_llm_model *m, const rx_server_options *o, rx_ser
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->tick, NULL);
+  s->grammars = serve_grammars_new(rx_llm_model_tokenizer(m), GRAMMAR_CACHE);
   rx_llm_batcher_options bo = {.max_batch = opt.max_batch,
                                .prefix_cache = opt.prefix_cache,
                                .prefill_chunk = opt.prefill_chunk};
@@ -1294,6 +1310,7 @@ void serve_server_stop(rx_server *s) {
     close(s->listen_fd); /* after MHD_stop_daemon, as MHD_quiesce_daemon asks */
   if (s->watchdog_started) end_thread(s, &s->watchdog_stop, &s->tick, s->watchdog);
   rx_llm_batcher_free(s->b);
+  serve_grammars_free(s->grammars);
   pthread_cond_destroy(&s->tick);
   pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->lock);
