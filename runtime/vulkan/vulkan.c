@@ -1011,6 +1011,12 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   d->ts_mask = tsbits >= 64 ? UINT64_MAX : ((uint64_t)1 << tsbits) - 1;
   d->ts_period_ns = props.limits.timestampPeriod;
   d->f.vkGetPhysicalDeviceMemoryProperties(d->phys, &d->mem);
+  /* testing: heaps of at most RX_VULKAN_HEAP_LIMIT bytes, so that running out of device memory
+   * (and the buffer cache given back on it) can be tested on a device with plenty */
+  const char *heap_limit = getenv("RX_VULKAN_HEAP_LIMIT");
+  unsigned long long limit = heap_limit ? strtoull(heap_limit, NULL, 10) : 0;
+  for (uint32_t i = 0; limit && i < d->mem.memoryHeapCount; i++)
+    if (d->mem.memoryHeaps[i].size > limit) d->mem.memoryHeaps[i].size = limit;
 
   /* enable what kernels may use, where the device has it */
   vk_feats have, en;

@@ -18,6 +18,9 @@
  *   bucket are recorded or built; without replay, and without the cache (new buffers every
  *   step), every step is recorded;
  * - the validation layer reports nothing.
+ * And the cache given back when memory runs out (RX_VULKAN_HEAP_LIMIT: heaps of 64 MiB): a
+ * released 12 MiB buffer stays cached, so a 56 MiB one finds no room until the cache is freed,
+ * which vk_buffer_alloc does and then succeeds; past the heap, a clear out-of-memory error.
  *
  * usage: test_vk_replay TESTS_DIR */
 /* test-needs: runtime */
@@ -179,6 +182,45 @@ static void test_decode(const char *path, int nseq) {
     printf("RX_VULKAN_VALIDATION is not 1: the validation layer is not checked\n");
 }
 
+/* The buffer cache under a 64 MiB heap: a new buffer that finds the heap full of cached buffers
+ * gets its memory once the cache is given back; one larger than the heap is an out-of-memory
+ * error naming the sizes, and the device still works after it. */
+static void test_heap_full(void) {
+  setenv("RX_VULKAN_HEAP_LIMIT", "67108864", 1);
+  rx_rt_device *d = NULL;
+  bool opened = ok_status(rx_rt_device_open("vulkan:0", NULL, &d), "open with a 64 MiB heap");
+  unsetenv("RX_VULKAN_HEAP_LIMIT");
+  if (!opened) return;
+  const size_t mib = (size_t)1 << 20;
+  rx_rt_buffer *a = NULL, *b = NULL, *c = NULL, *e = NULL;
+  if (ok_status(rx_rt_buffer_alloc(d, 12 * mib, &a), "a 12 MiB buffer")) {
+    ok_status(rx_rt_buffer_fill(a, 0, 12 * mib, 7), "fill it");
+    rx_rt_buffer_release(a); /* into the cache (a quarter of the heap: 16 MiB) */
+  }
+  /* 56 MiB: the heap holds 12 MiB of cache, 52 MiB free */
+  if (ok_status(rx_rt_buffer_alloc(d, 56 * mib, &b), "56 MiB with the heap's cache given back")) {
+    uint8_t x = 1, y = 0;
+    ok_status(rx_rt_buffer_write(b, 56 * mib - 1, &x, 1), "write its last byte");
+    ok_status(rx_rt_buffer_read(b, 56 * mib - 1, &y, 1), "read it back");
+    CHECK(y == 1, "the 56 MiB buffer's last byte: %d", y);
+    rx_rt_buffer_release(b);
+  }
+  rx_status s = rx_rt_buffer_alloc(d, 100 * mib, &c);
+  CHECK(s && rx_status_code_of(s) == RX_ERR_OUT_OF_MEMORY &&
+            strstr(rx_status_message(s), "out of device memory") &&
+            strstr(rx_status_message(s), "104857600"),
+        "100 MiB on a 64 MiB heap: an out-of-memory error naming the sizes (%s)",
+        s ? rx_status_message(s) : "allocated");
+  rx_status_free(s);
+  rx_rt_buffer_release(c);
+  if (ok_status(rx_rt_buffer_alloc(d, 8 * mib, &e), "8 MiB after the error")) {
+    ok_status(rx_rt_buffer_fill(e, 0, 8 * mib, 1), "fill it");
+    ok_status(rx_rt_device_synchronize(d), "synchronize");
+    rx_rt_buffer_release(e);
+  }
+  rx_rt_device_release(d);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *tests = argc > 1 ? argv[1] : "tests";
@@ -195,6 +237,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   close(fd);
+  test_heap_full();
   if (compile(tests, path)) {
     test_decode(path, 1);
     test_decode(path, 2);
