@@ -46,6 +46,8 @@
 static rxk_stats st;
 static rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
 static const char *filter;
+/* The shared-memory phases and bank conflicts of the last kernels counted (moved_bytes). */
+static simt_bank_stats bank;
 
 /* The index in b of p's buffer parameter for the op's argument k. */
 static int param_index(const rxk_oneop *p, rxk_buffers *b, int k) {
@@ -61,6 +63,7 @@ static bool moved_bytes(const rxk_oneop *p, const rxk_env *e, rxk_buffers *b, in
   const rxk_prepared *tp = &p->tp[0]; /* cuda -arch=sm_80 */
   char why[512];
   memset(out, 0, sizeof *out);
+  memset(&bank, 0, sizeof bank);
   for (int k = 0; k < tp->kl.n; k++) {
     const rx_kernel *kn = tp->kl.kernels[k];
     int64_t v;
@@ -86,6 +89,8 @@ static bool moved_bytes(const rxk_oneop *p, const rxk_env *e, rxk_buffers *b, in
     out->requests += c.loads.requests;
     out->used += c.loads.used;
     out->moved += c.loads.moved;
+    bank.phases += c.shared_loads.phases + c.shared_stores.phases;
+    bank.conflicts += c.shared_loads.conflicts + c.shared_stores.conflicts;
     simt_coalescing_free(&c);
     simt_module_free(mod);
     if (!ok) return false;
@@ -125,6 +130,8 @@ static const wformat FORMATS[] = {{NULL, 0, 0, NULL},     {"q4f16_g32", 32, 0, N
 static void verdict(const wformat *fm, int64_t row_bytes, const char *what, double used,
                     double moved) {
   const char *xfail = row_bytes % 4 ? fm->xfail : NULL;
+  if (bank.phases)
+    printf("  shared memory: %llu phases, %llu bank conflicts\n", bank.phases, bank.conflicts);
   /* fewer bytes asked than the rows hold: some were not read (a wrong product, which test_moe
    * and test_quant would see too); more sectors moved than MAX_RATIO times them: the kernel reads
    * more than the active parameters (other experts' rows, or the same bytes again) */
