@@ -42,8 +42,9 @@
  * vector_bytes of every target in targets/targets.c). */
 #define GEMV_LANES 8
 /* The most loads of a weight operand a step reads once for all its lanes (rows_step): a scale
- * and a zero point for each of a gated pair's two weights. */
-#define GEMV_STEP_LETS 8
+ * and a zero point for each of a gated pair's two weights; a staged Q4_K sub-block's d, dmin
+ * and three scale bytes (7 bytes) for each of the two. */
+#define GEMV_STEP_LETS 16
 /* A grid with fewer blocks than this leaves SMs idle: two blocks for each of the 132 SMs of an
  * H100 SXM, the largest GPU the targets describe (targets.c lists no SM counts). */
 #define GEMV_MIN_BLOCKS 264
@@ -139,9 +140,10 @@ static void fold_lanes(const mm_info *mi, rows_plan *p) {
   p->F = p->G / p->GK;
 }
 
-static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_packed *pk) {
+static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_packed *pk,
+                           const mm_blocks *bk) {
   int tmax = sched_block_threads(s, BLOCK_THREADS);
-  int V = pk->n ? pk->lanes : mm_vector_lanes(s, mi, GEMV_LANES);
+  int V = pk->n ? pk->lanes : bk->n ? bk->V : mm_vector_lanes(s, mi, GEMV_LANES);
   rows_plan p = {.T = tmax, .G = tmax, .R = 1, .V = V, .NB = rows, .F = 1, .GK = tmax};
   bool one = thread_groups(s, rows);
   if (!one && !subgroups(s, tmax)) { /* the block reduces each column: one row per pass */
@@ -159,7 +161,7 @@ static rows_plan plan_rows(rx_sctx *s, const mm_info *mi, int rows, const mm_pac
   }
   bool two = false; /* a second weight (gate and up): its rows already share each P vector */
   for (int t = 0; t < mi->nx; t++) two |= mi->x[t].q != NULL;
-  p.R = rows > 1 && !two ? GEMV_BATCH_COLS : 1;
+  p.R = rows > 1 && !two && !bk->n ? GEMV_BATCH_COLS : 1; /* block rows: one a slot */
   p.GK = p.G;
   fold_lanes(mi, &p);
   int tmin = GEMV_MIN_THREADS > sg ? GEMV_MIN_THREADS : sg;
@@ -209,6 +211,9 @@ typedef struct rows_k {
   rx_buffer *wvx[MM_MAX_EXTRA]; /* the extras' weight vectors [R, V] (row terms: none) */
   mm_packed pk;                 /* Q's packed weight bytes (gemv_packed.c), staged in pkb */
   rx_buffer *pkb[MM_MAX_PACKED];
+  mm_blocks bk;       /* Q's GGUF block rows (gemv_blocks.c), staged in bs.sh a step */
+  mm_blocks_stage bs; /* bs.k0: in rows_kloop_blocks, the staged steps' first k */
+  int BU;             /* steps staged at once (the k loop's unroll) */
   /* The staged row (extra reductions, stage_plan): P's value sp (P itself, or the f16/bf16 value
    * under P's cast) for the pass's NB rows and a slice of KC k, in shared xs [NB, KC], written VS
    * lanes a thread; the row terms' sums in rt [nx * NB] (extra t's row ii at t * NB + ii), each
@@ -237,6 +242,7 @@ static rx_tx *bin(rx_sctx *s, rx_binop op, rx_tx *a, rx_tx *b) {
 typedef struct step_lets {
   rx_sctx *s;
   const rx_expr *v;
+  const rx_buffer *staged; /* the staged block rows (gemv_blocks.c): shared, read once too */
   const rx_tx *ld[GEMV_STEP_LETS];
   rx_local *loc[GEMV_STEP_LETS];
   int n;
@@ -246,7 +252,8 @@ typedef struct step_lets {
 static rx_tx *step_let(rx_rewrite *rw, rx_tx *l) {
   step_lets *sl = rw->ud;
   rx_sctx *s = sl->s;
-  if (l->buf->scope == RX_SCOPE_LOCAL || l->buf->scope == RX_SCOPE_SHARED) return l;
+  if (l->buf->scope == RX_SCOPE_LOCAL || (l->buf->scope == RX_SCOPE_SHARED && l->buf != sl->staged))
+    return l;
   rx_tx **idx = ir_module_alloc(s->m, sizeof *idx * (size_t)(l->nidx ? l->nidx : 1));
   for (int i = 0; i < l->nidx; i++) {
     rx_tx *x = l->idx[i];
@@ -295,14 +302,17 @@ static rx_stmt *rows_step(rows_k *c, const rx_expr *kb) {
       stage =
           mm_packed_stage(s, mi, &c->pk, c->pkb, MM_PACKED_BYTES, c->brepl, j, kb, v, nq, qs, q);
     } else {
-      for (int t = 0; t < nq; t++) q[t] = operand_at(c, qs[t], sx_const(s->cx, 0), j, kv);
+      for (int t = 0; t < nq; t++) {
+        q[t] = operand_at(c, qs[t], sx_const(s->cx, 0), j, kv);
+        if (c->bk.n) q[t] = mm_blocks_rewrite(s, mi, &c->bs, j, c->slot, kv, q[t]);
+      }
     }
     rx_stmtvec lds = {0}, both = {0};
     if (stage) RX_VEC_PUSH(&both, stage);
     if (p.V > 1) { /* the step's invariant loads of Q as lets before its vector loop */
       size_t mk = sym_analyzer_mark(s->an);
       sym_analyzer_bind_range(s->an, v, sx_const(s->cx, 0), sx_const(s->cx, p.V));
-      step_lets sl = {.s = s, .v = v, .n = 0, .out = &both};
+      step_lets sl = {.s = s, .v = v, .staged = c->bk.n ? c->bs.sh : NULL, .n = 0, .out = &both};
       rx_rewrite rw = {.s = s, .n = 0, .hook = step_let, .ud = &sl};
       for (int t = 0; t < nq; t++) q[t] = sched_rewrite_tx(&rw, q[t]);
       sym_analyzer_reset(s->an, mk);
@@ -400,6 +410,32 @@ static rx_stmt *rows_kloop(rows_k *c) {
                    sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, body));
 }
 
+/* The k loop of GGUF block rows: per BU steps, the group's copy of their bytes into shared
+ * memory (mm_blocks_copy), a barrier, the steps reading it (the tail guarded), a barrier. */
+static rx_stmt *rows_kloop_blocks(rows_k *c) {
+  rx_sctx *s = c->s;
+  rows_plan p = c->p;
+  int64_t step = (int64_t)p.GK * p.V;
+  int U = c->BU;
+  const rx_expr *nko = sched_ceildiv(s, sched_ceildiv(s, c->mi->K, step), U);
+  const rx_expr *ko = sched_fresh_var(s, "ko"), *ku = sched_fresh_var(s, "ku");
+  const rx_expr *kb = sx_mul_c(
+      s->cx, sx_add(s->cx, sx_mul_c(s->cx, sx_add(s->cx, sx_mul_c(s->cx, ko, U), ku), p.GK), c->l),
+      p.V);
+  size_t mk = sym_analyzer_mark(s->an);
+  sym_analyzer_bind_range(s->an, ko, sx_const(s->cx, 0), nko);
+  sym_analyzer_bind_range(s->an, ku, sx_const(s->cx, 0), sx_const(s->cx, U));
+  c->bs.k0 = sx_mul_c(s->cx, ko, (int64_t)U * step);
+  rx_stmtvec body = {0};
+  RX_VEC_PUSH(&body, mm_blocks_copy(s, c->mi, &c->bs));
+  RX_VEC_PUSH(&body, sched_barrier(s));
+  rx_stmt *stp = sched_guard(s, sched_bound_guard(s, kb, c->mi->K), rows_step(c, kb));
+  RX_VEC_PUSH(&body, sched_for(s, ku, sx_const(s->cx, U), RX_LOOP_UNROLL, stp));
+  RX_VEC_PUSH(&body, sched_barrier(s));
+  sym_analyzer_reset(s->an, mk);
+  return sched_for(s, ko, nko, RX_LOOP_SERIAL, sched_seq(s, &body));
+}
+
 /* Whether the form stages its row (c->stage) and how: extra reductions (rms_norm_matmul) whose
  * extra projections share the main P. The staged value is P's f16/bf16 value under its cast (the
  * op's T(x * nw)), else P itself; VS lanes a thread when it is written (16 bytes of the widest
@@ -414,7 +450,7 @@ static bool stage_plan(rows_k *c) {
   /* a gathered packed weight (moe_gemv) stages its row too: a lane reads 2 V bytes of it a step
    * (64 at V = 32 k of int4), 16-byte loads 64 bytes apart (half of each sector) when read as
    * they are; staged, the threads read it in consecutive 16-byte vectors */
-  if (!mi->nx && !(c->pk.n && mi->nhoist)) return false;
+  if (c->bk.n || (!mi->nx && !(c->pk.n && mi->nhoist))) return false;
   for (int t = 0; t < mi->nx; t++)
     if (mi->x[t].q && !mm_same_tx(mi->x[t].p, mi->p)) return false;
   const rx_tx *e = mi->p->kind == RX_TX_CAST ? mi->p->a : mi->p;
@@ -642,7 +678,13 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
   rx_expr_ctx *cx = s->cx;
   rows_k c = {.s = s, .mi = mi};
   mm_packed_find(s, mi, &c.pk);
-  c.p = plan_rows(s, mi, rows, &c.pk);
+  /* GGUF block rows: staged by a group of lanes, so not with groups of one thread */
+  if (!thread_groups(s, rows) && mm_blocks_find(s, mi, &c.pk, &c.bk)) c.pk.n = 0;
+  c.p = plan_rows(s, mi, rows, &c.pk, &c.bk);
+  if (c.bk.n && (c.p.G < 2 || ((int64_t)c.p.GK * c.p.V) % c.bk.B != 0)) {
+    c.bk.n = 0; /* a step of no whole blocks: read as they are */
+    c.p = plan_rows(s, mi, rows, &c.pk, &c.bk);
+  }
   rows_plan p = c.p;
   const rx_expr *bx = sched_fresh_var(s, "bx"), *by = NULL, *nbatch = NULL;
   c.tx = sched_fresh_var(s, "tx");
@@ -693,6 +735,29 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
       RX_VEC_PUSH(&body, al);
     }
   }
+  if (c.bk.n) { /* the groups' staged block rows: BU steps, as many as fit GEMV_STAGE_BYTES */
+    int64_t step = (int64_t)p.GK * p.V, nk = -1, groups = p.T / p.G;
+    const rx_expr *nke = sched_ceildiv(s, mi->K, step);
+    if (nke->kind == RX_EXPR_CONST) nk = nke->value;
+    int budget =
+        s->t->shared_bytes / 2 < GEMV_STAGE_BYTES ? s->t->shared_bytes / 2 : GEMV_STAGE_BYTES;
+    c.BU = GEMV_UNROLL;
+    while (c.BU > 1 && ((nk >= 0 && c.BU > nk) ||
+                        groups * c.bk.n * p.F * (c.BU * step / c.bk.B * c.bk.BB) > budget))
+      c.BU /= 2;
+    int64_t span = c.BU * step / c.bk.B * c.bk.BB, shb[1] = {groups * c.bk.n * p.F * span};
+    c.bs = (mm_blocks_stage){.bk = &c.bk,
+                             .batch = c.brepl,
+                             .base = sx_mul_c(s->cx, g, (int64_t)c.bk.n * p.F * span),
+                             .col0 = sx_mul_c(s->cx, grp, p.F),
+                             .lane = lg,
+                             .G = p.G,
+                             .F = p.F,
+                             .unit = mm_blocks_unit(s, mi, &c.bk, span),
+                             .span = span};
+    c.bs.sh = sched_alloc(s, "wq", c.bk.load[0]->buf->dtype, RX_SCOPE_SHARED, shb, 1, &al);
+    RX_VEC_PUSH(&body, al);
+  }
   for (int i = 0; i < c.pk.n; i++) {
     int64_t pshape[1] = {16};
     c.pkb[i] = sched_alloc(s, "pk", c.pk.load[i]->buf->dtype, RX_SCOPE_LOCAL, pshape, 1, &al);
@@ -715,7 +780,7 @@ rx_stmt *gemv_rows_schedule(rx_sctx *s, const mm_info *mi, int rows) {
                                    sched_store_e(s, c.rt, &b, 1, zero)));
     rows_kloop_staged(&c, &pass);
   } else {
-    RX_VEC_PUSH(&pass, rows_kloop(&c));
+    RX_VEC_PUSH(&pass, c.bk.n ? rows_kloop_blocks(&c) : rows_kloop(&c));
   }
   rows_finish(&c, &pass);
   rx_stmt *passes = sched_seq(s, &pass);

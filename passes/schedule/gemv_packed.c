@@ -8,8 +8,9 @@
  * step's 16 bytes into registers with one vectorized loop (`pk[u] = w[j, base + u]`: a 128-bit
  * load, ld.global.nc.v4.u32 on NVIDIA), then computes its V weights from pk[v // E] (the nibbles,
  * the scale, the zero point) in registers. The GGUF block formats have no such load (a block's
- * quants sit after its f16 scale, at a byte offset that is no multiple of 16): their loads stay
- * as they are, which is correct, only narrower. */
+ * quants sit after its f16 scale, at a byte offset that is no multiple of 16), or only some
+ * (Q6_K's low quants): gemv_rows stages their rows through shared memory instead
+ * (gemv_blocks.c). */
 #include "matmul.h"
 
 typedef struct finder {

@@ -200,6 +200,42 @@ rx_stmt *mm_packed_stage(rx_sctx *s, const mm_info *mi, const mm_packed *pk, rx_
                          const rx_expr *kb, const rx_expr *lane, int n, const rx_tx *const *qs,
                          rx_tx **out_qs);
 
+/* GGUF block rows in Q (gemv_blocks.c): byte loads w[row..., f(k)] walking blocks of B weights
+ * in BB bytes; gemv_rows copies each k step's bytes of a group's rows into shared memory (whole
+ * units of up to 16 bytes, consecutive lanes on consecutive units) and dequantizes from there. */
+#define MM_MAX_BLOCK_ROWS 4
+#define MM_BLOCK_LANES    32 /* k a lane a step: a Q4_0 block, a Q4_K sub-block */
+typedef struct mm_blocks {
+  int n;
+  const rx_tx *load[MM_MAX_BLOCK_ROWS]; /* one load of each distinct row, as in Q */
+  int B, V;                             /* weights a block; k a lane a step (min(B, 32)) */
+  int64_t BB;                           /* bytes a block */
+} mm_blocks;
+/* Finds Q's block rows (false: none, a load along k that is no block byte, K not a multiple of
+ * B, or every load along k one of pk's, which gemv_packed.c stages whole: relaxc's own schemes,
+ * FP8). Q6_K's low quants are such a load, its high bits and scales not: staged here. */
+bool mm_blocks_find(rx_sctx *s, const mm_info *mi, const mm_packed *pk, mm_blocks *out);
+/* A group's staging: in shared sh (u8) from base, row i's F spans of `span` bytes (one a slot,
+ * slot f's column col0 + f) at base + (i F + f) span, each from byte k0 / B * BB of its row (k0
+ * a multiple of B, the group's first k of the staged steps); G lanes copy them `unit` bytes at a
+ * time. */
+typedef struct mm_blocks_stage {
+  const mm_blocks *bk;
+  rx_buffer *sh;
+  const rx_expr *const *batch;
+  const rx_expr *base, *col0, *lane, *k0;
+  int G, F, unit;
+  int64_t span;
+} mm_blocks_stage;
+/* The largest unit (a power of two up to 16) dividing the row's bytes and span. */
+int mm_blocks_unit(rx_sctx *s, const mm_info *mi, const mm_blocks *bk, int64_t span);
+/* The copy of the group's spans (a barrier must follow before the reads). */
+rx_stmt *mm_blocks_copy(rx_sctx *s, const mm_info *mi, const mm_blocks_stage *st);
+/* q (a weight operand at column j, k in the staged steps) reading its rows from sh (slot: the
+ * lane's slot). */
+rx_tx *mm_blocks_rewrite(rx_sctx *s, const mm_info *mi, const mm_blocks_stage *st, const rx_expr *j,
+                         const rx_expr *slot, const rx_expr *k, const rx_tx *q);
+
 /* The staged rows of a form with extra reductions (the folded norm; gemv_rows and gemv_mma): the
  * value sp (P, or the f16/bf16 value under P's cast: T(x * nw)) of NB rows from row0 for a slice
  * of KC k, in shared xs [NB, >= KC] (row ii at ii); the row terms' sums in rt [nx * NB] (extra t's
