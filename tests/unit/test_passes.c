@@ -111,7 +111,8 @@ static void test_annotate_kernels(void) {
       {"kernels/gemm.rx", "gemm_dyn", RX_PATTERN_OUT_FUSABLE},
       {"kernels/gemm_f16.rx", "gemm_f16_f32", RX_PATTERN_OUT_FUSABLE},
       {"kernels/gemm_f16.rx", "gemm_f16", RX_PATTERN_OUT_FUSABLE},
-      {"kernels/gemm_f16.rx", "gemm_kn_bias", RX_PATTERN_REDUCTION}, /* a bias in the init */
+      {"kernels/gemm_f16.rx", "gemm_kn_bias", RX_PATTERN_REDUCTION},     /* a bias in the init */
+      {"kernels/gemm_f16.rx", "gemm_nt_bias_m", RX_PATTERN_OUT_FUSABLE}, /* the bias after */
       {"kernels/gemv.rx", "gemv", RX_PATTERN_OUT_FUSABLE},
       {"kernels/layer_norm.rx", "layer_norm", RX_PATTERN_REDUCTION},
       {"kernels/rms_norm.rx", "rms_norm", RX_PATTERN_REDUCTION},
