@@ -62,6 +62,11 @@ rx_serve_client_test(serve.client_api client_api.py TIMEOUT 300)
 # at temperature 1, each parsed and validated by jsonschema) and json_object, batched across
 # schemas, streamed, and the refusals (runtime/llm/grammar*.c)
 rx_serve_client_test(serve.client_schema client_schema.py --max-batch 32 TIMEOUT 900)
+# the sanitized build checks the same paths for memory errors with 20 samples per schema (the
+# plain build's 100 validate the outputs; ASan's server is several times slower)
+if(RX_SANITIZE)
+  set_property(TEST serve.client_schema APPEND PROPERTY ENVIRONMENT RX_SCHEMA_SAMPLES=20)
+endif()
 
 # The load test: 256 concurrent streaming clients, some leaving mid-stream; every staying one gets
 # its single-run answer, and every KV page is free at the end. Label "load": CI may shard it off.
