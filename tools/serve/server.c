@@ -470,9 +470,10 @@ typedef struct conn {
 /* A 4xx/5xx answer: {"error": {"message": ..., "type": ..., "param": ...}}. */
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *param,
                                   const char *fmt, ...) RX_PRINTF(4, 5);
-/* A JSON answer; retry_after (NULL: none) is a 503's Retry-After header. */
+/* A JSON answer with one more header (header NULL: none), e.g. a 503's Retry-After or a 401's
+ * WWW-Authenticate. */
 static enum MHD_Result send_answer(struct MHD_Connection *c, unsigned status, cJSON *body,
-                                   const char *retry_after) {
+                                   const char *header, const char *value) {
   char *text = body ? cJSON_PrintUnformatted(body) : NULL;
   cJSON_Delete(body);
   if (!text) return MHD_NO;
@@ -483,14 +484,14 @@ static enum MHD_Result send_answer(struct MHD_Connection *c, unsigned status, cJ
     return MHD_NO;
   }
   MHD_add_response_header(r, "Content-Type", "application/json");
-  if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
+  if (header) MHD_add_response_header(r, header, value);
   enum MHD_Result ret = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ret;
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, cJSON *body) {
-  return send_answer(c, status, body, NULL);
+  return send_answer(c, status, body, NULL, NULL);
 }
 
 static cJSON *error_object(unsigned status, const char *param, const char *msg) {
@@ -913,7 +914,7 @@ static enum MHD_Result handle_post(rx_server *s, struct MHD_Connection *c, conn 
            "the server is busy: %lld requests run and %lld wait (relaxc serve --max-queue); "
            "retry after %s s",
            (long long)s->max_batch, (long long)s->o.max_queue, RETRY_AFTER);
-  return send_answer(c, 503, error_object(503, NULL, msg), RETRY_AFTER);
+  return send_answer(c, 503, error_object(503, NULL, msg), "Retry-After", RETRY_AFTER);
 }
 
 static enum MHD_Result handle_models(rx_server *s, struct MHD_Connection *c) {
@@ -965,20 +966,7 @@ static enum MHD_Result refuse_unauthorized(struct MHD_Connection *c) {
                              "KEY' header does not match it");
   cJSON_ReplaceItemInObject(cJSON_GetObjectItem(body, "error"), "code",
                             cJSON_CreateString("invalid_api_key"));
-  char *text = cJSON_PrintUnformatted(body);
-  cJSON_Delete(body);
-  if (!text) return MHD_NO;
-  struct MHD_Response *r =
-      MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-  if (!r) {
-    free(text);
-    return MHD_NO;
-  }
-  MHD_add_response_header(r, "Content-Type", "application/json");
-  MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-  enum MHD_Result ret = MHD_queue_response(c, 401, r);
-  MHD_destroy_response(r);
-  return ret;
+  return send_answer(c, 401, body, "WWW-Authenticate", "Bearer");
 }
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
