@@ -943,13 +943,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
-  rxk_rt_open(&vk, "vulkan:0");
-  if (!vk.dev) {
+  if (!rxk_rt_first_present(&vk, 1)) {
     fprintf(stderr, "SKIP: no Vulkan device: %s\n", vk.why);
     return 77;
   }
-  rx_rt_device_release(vk.dev);
-  vk.dev = NULL;
   char path[256];
   snprintf(path, sizeof path, "/tmp/rx_test_serve_%d.rxm", (int)getpid());
   if (compile(argv[1], &vk, path)) {
