@@ -45,6 +45,9 @@ PACKAGES=(
                  # tests/install reads SONAMEs and NEEDED (gcc pulls it in; named because the
                  # tests run them)
   clang-format   # make format, and CI's check that the tree is formatted (.clang-format)
+  libopenmpi-dev # MPI's C API: the tensor-parallel runtime's collectives on Vulkan and every
+                 # backend's rank bootstrap (runtime/ccl, issue 35)
+  openmpi-bin    # mpirun: the 2- and 4-rank tests
   mawk           # awk for deps.sh --check (priority required, so present on any Debian; named
                  # because the check runs it)
 )
