@@ -465,6 +465,8 @@ typedef struct conn {
   serve_endpoint ep;
   char method[8];
   double start; /* now_ms() when its headers came */
+  bool counted; /* its answer is counted in the metrics (when queued, so that a client that reads
+                 * /metrics right after an answer sees it counted) */
 } conn;
 
 /* A 4xx/5xx answer: {"error": {"message": ..., "type": ..., "param": ...}}. */
@@ -969,11 +971,9 @@ static enum MHD_Result refuse_unauthorized(struct MHD_Connection *c) {
   return send_answer(c, 401, body, "WWW-Authenticate", "Bearer");
 }
 
-static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
-                                      const char *method, const char *version, const char *upload,
-                                      size_t *upload_size, void **con_cls) {
-  (void)version;
-  rx_server *s = cls;
+static enum MHD_Result handle_access(rx_server *s, struct MHD_Connection *c, const char *url,
+                                     const char *method, const char *upload, size_t *upload_size,
+                                     void **con_cls) {
   conn *cn = *con_cls;
   if (!cn) {
     if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
@@ -1025,9 +1025,28 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
   return MHD_NO;
 }
 
-/* The request ended (answered, or the client left): a job not done is cancelled; the connection
- * may read its next request from now on. */
-/* The request's line of the log and its count in the metrics. */
+/* Every call of MHD's: the request's answer is counted in the metrics as soon as it is queued (a
+ * stream's at its head), before a byte of it is sent; requests that end unanswered are counted
+ * when they end (log_request). */
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
+                                      const char *method, const char *version, const char *upload,
+                                      size_t *upload_size, void **con_cls) {
+  (void)version;
+  rx_server *s = cls;
+  enum MHD_Result ret = handle_access(s, c, url, method, upload, upload_size, con_cls);
+  conn *cn = *con_cls;
+  if (cn && !cn->counted) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
+    if (ci && ci->http_status) {
+      serve_metrics_request(&s->metrics, cn->ep, ci->http_status);
+      cn->counted = true;
+    }
+  }
+  return ret;
+}
+
+/* The request's line of the log, and its count in the metrics if no answer was queued. */
 static void log_request(rx_server *s, struct MHD_Connection *c, const conn *cn,
                         enum MHD_RequestTerminationCode why) {
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_HTTP_STATUS);
@@ -1059,10 +1078,12 @@ static void log_request(rx_server *s, struct MHD_Connection *c, const conn *cn,
                                                              : NULL;
     pthread_mutex_unlock(&s->lock);
   }
-  serve_metrics_request(&s->metrics, cn->ep, status);
+  if (!cn->counted) serve_metrics_request(&s->metrics, cn->ep, status);
   serve_log_request(stderr, &e);
 }
 
+/* The request ended (answered, or the client left): a job not done is cancelled; the connection
+ * may read its next request from now on. */
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode why) {
   rx_server *s = cls;
