@@ -67,6 +67,7 @@ struct rx_rt_batcher {
   ab_call *calls;
   size_t ncalls, cap;
   rx_rt_batcher_stats stats;
+  rx_rt_batch_policy policy;
 };
 
 static void *grow(const rx_rt_allocator *al, void *p, size_t bytes) {
@@ -541,6 +542,21 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   }
   rt_free(b->alloc, batch);
   return st;
+}
+
+static const char *const policy_names[] = {"rounds", "depth", "agenda", "fsm", "one"};
+
+const char *rx_rt_batch_policy_name(rx_rt_batch_policy p) {
+  return (unsigned)p < sizeof policy_names / sizeof *policy_names ? policy_names[p] : NULL;
+}
+
+rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_policy: the batcher is NULL");
+  if (!rx_rt_batch_policy_name(p))
+    return base_status_make(RX_ERR_INVALID, "batcher: set_policy: no policy %d (0..%d)", (int)p,
+                            (int)RX_RT_BATCH_ONE);
+  b->policy = p;
+  return NULL;
 }
 
 rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,

@@ -57,6 +57,20 @@ RX_API rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx
  * the calls not run stay pending. */
 RX_API rx_status rx_rt_batcher_run(rx_rt_batcher *b);
 
+/* How rx_rt_batcher_run picks the next batch among the ready calls (docs/autobatch.md,
+ * "Policies"). */
+typedef enum rx_rt_batch_policy {
+  RX_RT_BATCH_ROUNDS = 0, /* the first ready call's function, every ready call that joins it */
+  RX_RT_BATCH_DEPTH,      /* ACRoBat: the ready calls of the least depth (1 + max over deps) */
+  RX_RT_BATCH_AGENDA,     /* DyNet: the function with the most ready calls */
+  RX_RT_BATCH_FSM,        /* ED-Batch: a learned table from the ready frontier's encoding to the
+                             function to batch next */
+  RX_RT_BATCH_ONE,        /* one call at a time, the unbatched function: the baseline */
+} rx_rt_batch_policy;
+RX_API rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p);
+/* "rounds", "depth", "agenda", "fsm", "one"; NULL for a value out of range. */
+RX_API const char *rx_rt_batch_policy_name(rx_rt_batch_policy p);
+
 /* Output `output` of call `call` once run: a tensor of its own (made at the first request, by
  * a device copy of its row of the batch's output); borrowed: valid until the batcher is
  * released; retain it to keep it longer. */
@@ -67,6 +81,12 @@ typedef struct rx_rt_batcher_stats {
   size_t calls;         /* calls run */
   size_t batched_calls; /* calls of batched forms made for them */
   size_t max_batch;     /* the largest batch */
+  size_t launches;      /* calls of functions made by the batcher (batched or not): the metric
+                           ED-Batch minimizes */
+  size_t copies;        /* device copies the batcher made to stack operands / split outputs */
+  size_t copy_bytes;    /* their bytes */
+  size_t views;         /* operands passed as a view of an earlier output instead of a copy */
+  size_t gathers;       /* operands passed as an index array into a fused-gather form */
 } rx_rt_batcher_stats;
 RX_API void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
 
