@@ -18,6 +18,8 @@
 
 #include "runtime.h"
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -70,6 +72,18 @@ typedef enum rx_rt_batch_policy {
 RX_API rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p);
 /* "rounds", "depth", "agenda", "fsm", "one"; NULL for a value out of range. */
 RX_API const char *rx_rt_batch_policy_name(rx_rt_batch_policy p);
+
+/* The FSM policy's table: learned by tabular Q-learning from `episodes` simulated runs of the
+ * calls submitted and not run yet (their dependencies and functions only: no device work;
+ * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table trains one first
+ * (300 episodes, seed 1). At most 6 registered functions. save writes the table as bytes into
+ * buf (cap bytes; buf NULL asks the size) and *out_len their count; load reads them back into a
+ * batcher whose functions were registered under the same names in the same order, checking
+ * every entry. The bytes are the caller's to keep (a side file next to the artifact). */
+RX_API rx_status rx_rt_batcher_train(rx_rt_batcher *b, size_t episodes, uint64_t seed);
+RX_API rx_status rx_rt_batcher_policy_save(const rx_rt_batcher *b, void *buf, size_t cap,
+                                           size_t *out_len);
+RX_API rx_status rx_rt_batcher_policy_load(rx_rt_batcher *b, const void *bytes, size_t len);
 
 /* Output `output` of call `call` once run: a tensor of its own (made at the first request, by
  * a device copy of its row of the batch's output); borrowed: valid until the batcher is

@@ -273,13 +273,16 @@ static inline rx_status ab_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor *
                                 rx_rt_tensor_bytes(t));
 }
 
-/* The forest through the batcher (fn "tree_cell", batched "tree_cell_batched"). out[node]: h. */
-static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
-                                          const ab_weights *w, const ab_inputs *in,
-                                          rx_rt_tensor **out, rx_rt_batcher_stats *stats) {
+/* The forest through the batcher (fn "tree_cell", batched "tree_cell_batched") under policy p.
+ * out[node]: h. */
+static inline rx_status ab_forest_batched_p(rx_rt_artifact *a, const ab_forest *f,
+                                            const ab_weights *w, const ab_inputs *in,
+                                            rx_rt_tensor **out, rx_rt_batcher_stats *stats,
+                                            rx_rt_batch_policy p) {
   rx_rt_batcher *b = NULL;
   const bool shared[9] = {false, false, false, false, false, true, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
+  if (!st) st = rx_rt_batcher_set_policy(b, p);
   if (!st) st = rx_rt_batcher_add_function(b, "tree_cell", "tree_cell_batched", shared, 9);
   for (int i = 0; i < f->n && !st; i++) {
     rx_rt_batch_arg args[9] = {{0}};
@@ -308,6 +311,12 @@ static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
   if (stats) rx_rt_batcher_get_stats(b, stats);
   rx_rt_batcher_release(b);
   return st;
+}
+
+static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
+                                          const ab_weights *w, const ab_inputs *in,
+                                          rx_rt_tensor **out, rx_rt_batcher_stats *stats) {
+  return ab_forest_batched_p(a, f, w, in, out, stats, RX_RT_BATCH_ROUNDS);
 }
 
 /* The forest one node at a time (rx_rt_vm_call of tree_cell), outputs copied on the device.
@@ -341,13 +350,15 @@ static inline rx_status ab_forest_single(rx_rt_artifact *a, const ab_forest *f, 
   return st;
 }
 
-/* The sequences through the batcher (fn "lstm_cell"). out[seq]: the last h (NULL for length 0). */
-static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
-                                        const ab_inputs *in, rx_rt_tensor **out,
-                                        rx_rt_batcher_stats *stats) {
+/* The sequences through the batcher (fn "lstm_cell") under policy p. out[seq]: the last h (NULL
+ * for length 0). */
+static inline rx_status ab_seqs_batched_p(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
+                                          const ab_inputs *in, rx_rt_tensor **out,
+                                          rx_rt_batcher_stats *stats, rx_rt_batch_policy p) {
   rx_rt_batcher *b = NULL;
   const bool shared[6] = {false, false, false, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
+  if (!st) st = rx_rt_batcher_set_policy(b, p);
   if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", shared, 6);
   size_t last[AB_MAX_SEQS], k = 0;
   for (int s = 0; s < q->n && !st; s++)
@@ -373,6 +384,12 @@ static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, con
   if (stats) rx_rt_batcher_get_stats(b, stats);
   rx_rt_batcher_release(b);
   return st;
+}
+
+static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
+                                        const ab_inputs *in, rx_rt_tensor **out,
+                                        rx_rt_batcher_stats *stats) {
+  return ab_seqs_batched_p(a, q, w, in, out, stats, RX_RT_BATCH_ROUNDS);
 }
 
 /* The sequences one step at a time, each sequence to its end before the next. */
