@@ -712,6 +712,10 @@ static rx_status make_graph(rx_rt_batcher *b, rt_abp_graph *g, size_t **bufs) {
 
 rx_status rx_rt_batcher_train(rx_rt_batcher *b, size_t episodes, uint64_t seed) {
   if (!b) return base_status_make(RX_ERR_INVALID, "batcher: train: the batcher is NULL");
+  if (b->nfns == 0 || b->nfns > RT_ABP_MAX_FNS)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "batcher: train: the FSM policy covers 1 to %d functions, not %zu",
+                            RT_ABP_MAX_FNS, b->nfns);
   rt_abp_graph g;
   size_t *bufs[5] = {0};
   rx_status st = make_graph(b, &g, bufs);
