@@ -70,8 +70,9 @@ struct rx_rt_batcher {
   size_t ncalls, cap;
   rx_rt_batcher_stats stats;
   rx_rt_batch_policy policy;
-  rt_abp_fsm fsm; /* the FSM policy's table (trained, loaded, or trained at the first run) */
-  size_t *depth;  /* per call: 1 + the largest depth of its dependencies (DEPTH), 0: not known */
+  size_t min_batch; /* batches of fewer calls run them unbatched (>= 2) */
+  rt_abp_fsm fsm;   /* the FSM policy's table (trained, loaded, or trained at the first run) */
+  size_t *depth;    /* per call: 1 + the largest depth of its dependencies (DEPTH), 0: not known */
   size_t depth_cap;
 };
 
@@ -99,6 +100,7 @@ rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher) {
   b->a = a;
   b->dev = d;
   b->alloc = &d->alloc;
+  b->min_batch = 2;
   rx_rt_artifact_retain(a);
   *out_batcher = b;
   return NULL;
@@ -639,7 +641,10 @@ static rx_status run_round(rx_rt_batcher *b, size_t first, size_t *ready, size_t
                       (b->policy != RX_RT_BATCH_DEPTH || b->depth[i] == b->depth[lead])))
       batch[g++] = i;
   }
-  return g == 1 ? run_single(b, batch[0]) : run_batch(b, batch, g);
+  if (g >= b->min_batch) return run_batch(b, batch, g);
+  rx_status st = NULL;
+  for (size_t k = 0; k < g && !st; k++) st = run_single(b, batch[k]);
+  return st;
 }
 
 rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
@@ -760,6 +765,17 @@ rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p) {
     return base_status_make(RX_ERR_INVALID, "batcher: set_policy: no policy %d (0..%d)", (int)p,
                             (int)RX_RT_BATCH_ONE);
   b->policy = p;
+  return NULL;
+}
+
+rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_min_batch: the batcher is NULL");
+  if (n < 2)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: set_min_batch: %zu; expected 2 or more (a batch of one call "
+                            "always runs unbatched)",
+                            n);
+  b->min_batch = n;
   return NULL;
 }
 

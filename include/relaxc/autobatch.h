@@ -73,6 +73,12 @@ RX_API rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p
 /* "rounds", "depth", "agenda", "fsm", "one"; NULL for a value out of range. */
 RX_API const char *rx_rt_batch_policy_name(rx_rt_batch_policy p);
 
+/* A batch the policy chose of fewer than n calls (n >= 2) runs its calls one at a time through
+ * the unbatched function instead: the default, 2, does so only for a batch of one call (the
+ * straggler of a long sequence); where a batched call costs as much as several unbatched ones
+ * (lavapipe: about 6 for the cells of tests/autobatch, docs/autobatch.md) a larger n keeps small
+ * rounds from being slower than one call at a time, at the price of more launches. */
+RX_API rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n);
 /* The FSM policy's table: learned by tabular Q-learning from `episodes` simulated runs of the
  * calls submitted and not run yet (their dependencies and functions only: no device work;
  * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table trains one first

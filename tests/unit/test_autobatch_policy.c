@@ -12,6 +12,7 @@
  *      so the early sequences run before the trees and the late ones after: L + H + 1 + L
  *      launches; the best order (the trees, then every sequence together) takes H + 1 + L, which
  *      the FSM must find: fewer than ROUNDS and no more than DEPTH or AGENDA.
+ *      With rx_rt_batcher_set_min_batch(5) the LSTM batches only its first step (137 launches).
  *   3. The FSM table as bytes: saved, loaded into a fresh batcher, the same launches; refused
  *      when the magic, a function name, the length or an action is wrong.
  *
@@ -147,6 +148,7 @@ static void check_run(const char *model, rx_rt_batch_policy p, rx_rt_tensor **go
 }
 
 static void run_forest(rx_rt_device *d, rx_rt_artifact *a) {
+  ab_fsm_forget();
   ab_forest *f = malloc(sizeof *f);
   CHECK_MSG(ab_forest_make(f, 18, 16, 30), "forest over %d nodes", AB_MAX_NODES);
   ab_weights w;
@@ -180,6 +182,7 @@ static void run_forest(rx_rt_device *d, rx_rt_artifact *a) {
 
 static void run_lstm(rx_rt_device *d, rx_rt_artifact *a, const char *model, const int *lens,
                      int nlens) {
+  ab_fsm_forget();
   ab_seqs q;
   ab_seqs_make(&q, 1802, lens, nlens);
   ab_weights w;
@@ -196,6 +199,17 @@ static void run_lstm(rx_rt_device *d, rx_rt_artifact *a, const char *model, cons
         ok_status(ab_seqs_batched_p(a, &q, &w, &in, out[k], &s, all_policies[k]), model))
       check_run(model, all_policies[k], out[k], out[0], single, ref, q.n, &s,
                 k == 0 ? (size_t)q.total : (size_t)q.max_len);
+  }
+  if (nlens == 5 && !check_failed) { /* min_batch 5: only the first step (5 sequences) batches */
+    rx_rt_batcher_stats s = {0};
+    rx_rt_tensor *mb[AB_MAX_SEQS] = {0};
+    ab_min_batch = 5;
+    if (ok_status(ab_seqs_batched_p(a, &q, &w, &in, mb, &s, RX_RT_BATCH_ROUNDS), model))
+      check_run("LSTM 1,7,16,17,100, min batch 5", RX_RT_BATCH_ROUNDS, mb, out[0], single, ref, q.n,
+                &s, (size_t)q.total - 4);
+    CHECK_MSG(s.batched_calls == 1, "%zu batched calls", s.batched_calls);
+    ab_min_batch = 0;
+    release_n(mb, q.n);
   }
   for (int k = 0; k < NPOL; k++) release_n(out[k], q.n);
   release_n(single, q.n);
@@ -434,6 +448,7 @@ static void api_checks(rx_rt_artifact *a) {
   rx_rt_batcher *b = NULL;
   if (!ok_status(rx_rt_batcher_create(a, &b), "batcher")) return;
   want_error(rx_rt_batcher_set_policy(b, (rx_rt_batch_policy)9), "set_policy", "no policy 9");
+  want_error(rx_rt_batcher_set_min_batch(b, 1), "set_min_batch", "expected 2 or more");
   size_t len = 1;
   want_error(rx_rt_batcher_policy_save(b, NULL, 0, &len), "policy_save", "no FSM table");
   CHECK_MSG(len == 0, "len %zu", len);
