@@ -1,14 +1,19 @@
 /* runtime/autobatch.c: the runtime batcher of independent calls (relaxc/autobatch.h).
  *
- * Calls wait in one array in submission order. A round takes the first ready call (every
- * argument a tensor or an output of a call already run), gathers every other ready call of the
+ * Calls wait in one array in submission order. A round scans the ready calls (every argument a
+ * tensor or an output of a call already run), counts them per function, and asks the policy
+ * (runtime/autobatch_policy.c: rounds, depth, agenda, the learned FSM, one) for the lead call;
+ * it gathers every other ready call of the
  * same function whose shared arguments are the same values and whose batched arguments have the
  * same dtypes and shapes, and runs them as one call of the batched form: each batched argument is
  * a tensor [G, ...], an earlier batch's output taken whole when the calls are its rows in order,
  * else filled by one device copy per run of consecutive rows; each output [G, ...] is copied once
  * into a tensor of the batcher's own (the batched call's results may live in planned storage
  * that the next call overwrites), whose rows are the calls' outputs. Rounds repeat until every
- * call ran; no ready call while some wait means a cycle, which the error names. */
+ * call ran; no ready call while some wait means a cycle, which the error names. A batch of fewer
+ * than min_batch calls (default 2: a batch of one) runs each call through the unbatched function
+ * instead (run_single), its outputs tensors of their own. Every device copy is counted in the
+ * stats (copies, copy_bytes), every call of a function in launches. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,8 @@
  * A program with dynamic control flow (a TreeLSTM over parse trees, an RNN over sequences of
  * different lengths) makes many small calls of one cell function. The caller submits them all,
  * each with its arguments: tensors, or outputs of other submitted calls (its dependencies). The
- * batcher then repeatedly takes every ready call of one function (all of its dependencies done)
+ * batcher then repeatedly takes every ready call of one function (all of its dependencies done;
+ * which function first is the policy's choice: rx_rt_batcher_set_policy)
  * whose shared arguments are the same tensors and whose batched arguments have the same shapes,
  * stacks their batched arguments along a new leading axis (device copies; none where the calls
  * take the rows of one earlier batch's output in order), makes ONE call of the function's batched
