@@ -1,22 +1,29 @@
 /* runtime/autobatch.c: the runtime batcher of independent calls (relaxc/autobatch.h).
  *
- * Calls wait in one array in submission order. A round takes the first ready call (every
- * argument a tensor or an output of a call already run), gathers every other ready call of the
+ * Calls wait in one array in submission order. A round scans the ready calls (every argument a
+ * tensor or an output of a call already run), counts them per function, and asks the policy
+ * (runtime/autobatch_policy.c: rounds, depth, agenda, the learned FSM, one) for the lead call;
+ * it gathers every other ready call of the
  * same function whose shared arguments are the same values and whose batched arguments have the
  * same dtypes and shapes, and runs them as one call of the batched form: each batched argument is
  * a tensor [G, ...], an earlier batch's output taken whole when the calls are its rows in order,
  * else filled by one device copy per run of consecutive rows; each output [G, ...] is copied once
  * into a tensor of the batcher's own (the batched call's results may live in planned storage
  * that the next call overwrites), whose rows are the calls' outputs. Rounds repeat until every
- * call ran; no ready call while some wait means a cycle, which the error names. */
+ * call ran; no ready call while some wait means a cycle, which the error names. A batch of fewer
+ * than min_batch calls (default 2: a batch of one) runs each call through the unbatched function
+ * instead (run_single), its outputs tensors of their own. Every device copy is counted in the
+ * stats (copies, copy_bytes), every call of a function in launches. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "autobatch_policy.h"
 #include "device.h"
 #include "relaxc/autobatch.h"
 
-#define AB_MAX_PARAMS 64 /* parameters of a batched function */
+#define AB_MAX_PARAMS         64  /* parameters of a batched function */
+#define AB_FIRST_RUN_EPISODES 300 /* the FSM's training at its first run, when not trained */
 
 typedef struct ab_fn {
   char *name, *batched;
@@ -35,7 +42,7 @@ typedef struct ab_fn {
 typedef struct ab_out {
   rx_rt_tensor *whole; /* retained */
   size_t row;
-  rx_rt_tensor *own; /* retained, or NULL */
+  rx_rt_tensor *own; /* retained, or NULL; whole itself after an unbatched call (run_single) */
 } ab_out;
 
 typedef struct ab_call {
@@ -67,7 +74,20 @@ struct rx_rt_batcher {
   ab_call *calls;
   size_t ncalls, cap;
   rx_rt_batcher_stats stats;
+  rx_rt_batch_policy policy;
+  size_t min_batch; /* batches of fewer calls run them unbatched (>= 2) */
+  rt_abp_fsm fsm;   /* the FSM policy's table (trained, loaded, or trained at the first run) */
+  size_t *depth;    /* per call: 1 + the largest depth of its dependencies (DEPTH), 0: not known */
+  size_t depth_cap;
 };
+
+/* A device copy of n bytes, counted in the stats. */
+static rx_status ab_buffer_copy(rx_rt_batcher *b, rx_rt_buffer *src, size_t src_off,
+                                rx_rt_buffer *dst, size_t dst_off, size_t n) {
+  b->stats.copies++;
+  b->stats.copy_bytes += n;
+  return rx_rt_buffer_copy(src, src_off, dst, dst_off, n);
+}
 
 static void *grow(const rx_rt_allocator *al, void *p, size_t bytes) {
   return al->realloc(al->user, p, bytes);
@@ -85,6 +105,7 @@ rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher) {
   b->a = a;
   b->dev = d;
   b->alloc = &d->alloc;
+  b->min_batch = 2;
   rx_rt_artifact_retain(a);
   *out_batcher = b;
   return NULL;
@@ -115,6 +136,8 @@ void rx_rt_batcher_release(rx_rt_batcher *b) {
   }
   rt_free(b->alloc, b->fns);
   rt_free(b->alloc, b->calls);
+  rt_free(b->alloc, b->depth);
+  rt_abp_fsm_free(b->alloc, &b->fsm);
   rx_rt_artifact *a = b->a;
   rt_free(b->alloc, b);
   rx_rt_artifact_release(a);
@@ -261,6 +284,14 @@ static bool resolve(const rx_rt_batcher *b, const rx_rt_batch_arg *a, ab_src *ou
     const ab_call *d = &b->calls[a->call];
     if (!d->done || a->output >= d->nouts) return false;
     const ab_out *o = &d->outs[a->output];
+    if (o->own == o->whole) { /* an unbatched call's output (run_single): a tensor of its own */
+      out->tensor = o->whole;
+      out->ndim = rx_rt_tensor_ndim(o->whole);
+      out->shape = rx_rt_tensor_shape(o->whole);
+      out->bytes = rx_rt_tensor_bytes(o->whole);
+      out->dtype = rx_rt_tensor_dtype(out->tensor);
+      return true;
+    }
     out->tensor = o->whole;
     out->is_row = true;
     out->row = o->row;
@@ -273,7 +304,7 @@ static bool resolve(const rx_rt_batcher *b, const rx_rt_batch_arg *a, ab_src *ou
   return true;
 }
 
-static bool ready(const rx_rt_batcher *b, const ab_call *c) {
+static bool ready_call(const rx_rt_batcher *b, const ab_call *c) {
   ab_src s;
   for (size_t i = 0; i < c->nargs; i++)
     if (!resolve(b, &c->args[i], &s)) return false;
@@ -282,7 +313,7 @@ static bool ready(const rx_rt_batcher *b, const ab_call *c) {
 
 /* Whether call c can join the batch led by call lead. */
 static bool joins(const rx_rt_batcher *b, const ab_call *lead, const ab_call *c) {
-  if (c->fn != lead->fn || c->done || !ready(b, c)) return false;
+  if (c->fn != lead->fn || c->done || !ready_call(b, c)) return false;
   const ab_fn *f = &b->fns[c->fn];
   for (size_t i = 0; i < c->nargs; i++) {
     ab_src x, y;
@@ -303,7 +334,7 @@ static rx_status row_tensor(rx_rt_batcher *b, rx_rt_tensor *whole, size_t row, r
                                          rx_rt_tensor_shape(whole) + 1, out));
   size_t n = rx_rt_tensor_bytes(*out);
   rx_status st =
-      n ? rx_rt_buffer_copy(rx_rt_tensor_buffer(whole), row * n, rx_rt_tensor_buffer(*out), 0, n)
+      n ? ab_buffer_copy(b, rx_rt_tensor_buffer(whole), row * n, rx_rt_tensor_buffer(*out), 0, n)
         : NULL;
   if (st) {
     rx_rt_tensor_release(*out);
@@ -362,13 +393,13 @@ static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i
       if (n == 1) same = next_same;
       if (same ? !next_same : !next_seq) break;
     }
-    st = rx_rt_buffer_copy(rx_rt_tensor_buffer(s0.tensor), s0.offset, dst, k * row,
-                           same ? row : n * row);
+    st = ab_buffer_copy(b, rx_rt_tensor_buffer(s0.tensor), s0.offset, dst, k * row,
+                        same ? row : n * row);
     /* a repeated row: doubled in place, log2(n) copies (each command sees the previous one's
      * writes: relaxc/runtime.h, "Ordering") */
     for (size_t done = 1; same && done < n && !st; done *= 2) {
       size_t m = done < n - done ? done : n - done;
-      st = rx_rt_buffer_copy(dst, k * row, dst, (k + done) * row, m * row);
+      st = ab_buffer_copy(b, dst, k * row, dst, (k + done) * row, m * row);
     }
   }
   if (st) {
@@ -384,7 +415,7 @@ static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor *
                                          rx_rt_tensor_shape(y), out));
   size_t n = rx_rt_tensor_bytes(y);
   rx_status st =
-      n ? rx_rt_buffer_copy(rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(*out), 0, n) : NULL;
+      n ? ab_buffer_copy(b, rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(*out), 0, n) : NULL;
   if (st) {
     rx_rt_tensor_release(*out);
     *out = NULL;
@@ -459,7 +490,55 @@ static rx_status run_batch(rx_rt_batcher *b, const size_t *batch, size_t g) {
   if (!st) {
     b->stats.calls += g;
     b->stats.batched_calls++;
+    b->stats.launches++;
     if (g > b->stats.max_batch) b->stats.max_batch = g;
+  }
+  return st;
+}
+
+/* Runs call i alone through its unbatched function (a round of one ready call, or the ONE
+ * policy): no stacking, and an argument that is an earlier unbatched call's output is passed as
+ * is. Each output is copied once out of the VM's planned storage into a tensor of the batcher's
+ * own, which is both the output's whole and its own (resolve() then sees a plain tensor). */
+static rx_status run_single(rx_rt_batcher *b, size_t i) {
+  ab_call *c = &b->calls[i];
+  const ab_fn *f = &b->fns[c->fn];
+  rx_rt_tensor *in[AB_MAX_PARAMS] = {0};
+  rx_status st = NULL;
+  for (size_t k = 0; k < f->nparams && !st; k++) {
+    ab_src s;
+    resolve(b, &c->args[k], &s);
+    st = check_arg(f, k, s.dtype, s.ndim, i);
+    if (!st) st = shared_tensor(b, &c->args[k], &in[k]); /* the value as a tensor of its own */
+  }
+  rx_rt_value *res = NULL;
+  if (!st) st = rx_rt_vm_call(b->a, f->name, in, f->nparams, &res);
+  bool tuple = !st && rx_rt_value_kind_of(res) == RX_RT_VALUE_TUPLE;
+  size_t nouts = st ? 0 : tuple ? rx_rt_value_tuple_size(res) : 1;
+  if (!st) {
+    c->outs = rt_alloc(b->alloc, sizeof *c->outs * (nouts ? nouts : 1));
+    if (!c->outs) st = rt_oom("a call's outputs", sizeof *c->outs * nouts);
+    c->done = !st; /* undone by drop_outs when this fails */
+  }
+  for (size_t o = 0; o < nouts && !st; o++) {
+    const rx_rt_value *v = tuple ? rx_rt_value_tuple_item(res, o) : res;
+    rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL, *w = NULL;
+    if (!y)
+      st = base_status_make(RX_ERR_UNSUPPORTED, "batcher: '%s': output %zu is not a tensor",
+                            f->name, o);
+    if (!st) st = ab_copy_whole(b, y, &w);
+    if (!st) {
+      rx_rt_tensor_retain(w);
+      c->outs[o] = (ab_out){w, 0, w};
+      c->nouts = o + 1;
+    }
+  }
+  if (st) drop_outs(b, c);
+  rx_rt_value_release(res);
+  if (!st) {
+    b->stats.calls++;
+    b->stats.launches++;
+    if (!b->stats.max_batch) b->stats.max_batch = 1;
   }
   return st;
 }
@@ -517,30 +596,192 @@ static rx_status cycle(const rx_rt_batcher *b) {
   return st;
 }
 
+/* Depth (DEPTH): 1 + the largest depth of the call's dependencies, known once they ran. */
+static size_t call_depth(rx_rt_batcher *b, size_t i) {
+  if (!b->depth[i]) {
+    size_t d = 0;
+    const ab_call *c = &b->calls[i];
+    for (size_t k = 0; k < c->nargs; k++)
+      if (!c->args[k].tensor && b->depth[c->args[k].call] > d) d = b->depth[c->args[k].call];
+    b->depth[i] = d + 1;
+  }
+  return b->depth[i];
+}
+
+/* The round's lead: the call whose function (and, under DEPTH, whose depth) the batch takes,
+ * chosen by the policy among the ready calls ready[0..nready) (submission order) whose counts per
+ * function are count[]. */
+static size_t pick_lead(rx_rt_batcher *b, const size_t *ready, size_t nready, const size_t *count) {
+  if (b->policy == RX_RT_BATCH_ONE || b->policy == RX_RT_BATCH_ROUNDS) return ready[0];
+  if (b->policy == RX_RT_BATCH_DEPTH) {
+    size_t lead = ready[0];
+    for (size_t k = 1; k < nready; k++)
+      if (call_depth(b, ready[k]) < call_depth(b, lead)) lead = ready[k];
+    return lead;
+  }
+  size_t f = rt_abp_choose(b->policy, &b->fsm, count, b->nfns, b->calls[ready[0]].fn);
+  for (size_t k = 0; k < nready; k++)
+    if (b->calls[ready[k]].fn == f) return ready[k];
+  return ready[0];
+}
+
+/* One round: the ready calls, the policy's lead, the calls that join it; run batched, or
+ * unbatched when alone (the straggler case: no stacking, no symbolic-batch kernels). */
+static rx_status run_round(rx_rt_batcher *b, size_t first, size_t *ready, size_t *batch,
+                           size_t *count) {
+  size_t nready = 0;
+  memset(count, 0, sizeof *count * b->nfns);
+  for (size_t i = first; i < b->ncalls; i++)
+    if (!b->calls[i].done && ready_call(b, &b->calls[i])) {
+      ready[nready++] = i;
+      count[b->calls[i].fn]++;
+      call_depth(b, i);
+    }
+  if (!nready) return cycle(b);
+  size_t lead = pick_lead(b, ready, nready, count), g = 0;
+  size_t max = b->policy == RX_RT_BATCH_ONE ? 1 : b->fns[b->calls[lead].fn].max_batch;
+  for (size_t k = 0; k < nready && g < max; k++) {
+    size_t i = ready[k];
+    if (i == lead || (i > lead && joins(b, &b->calls[lead], &b->calls[i]) &&
+                      (b->policy != RX_RT_BATCH_DEPTH || b->depth[i] == b->depth[lead])))
+      batch[g++] = i;
+  }
+  if (g >= b->min_batch) return run_batch(b, batch, g);
+  rx_status st = NULL;
+  for (size_t k = 0; k < g && !st; k++) st = run_single(b, batch[k]);
+  return st;
+}
+
 rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   if (!b) return base_status_make(RX_ERR_INVALID, "batcher: run: the batcher is NULL");
-  size_t *batch = rt_alloc(b->alloc, sizeof *batch * (b->ncalls ? b->ncalls : 1));
-  if (!batch) return rt_oom("a batch", sizeof *batch * b->ncalls);
   rx_status st = NULL;
+  if (b->policy == RX_RT_BATCH_FSM && !b->fsm.action) /* the first run trains the table */
+    RX_RETURN_IF_ERROR(rx_rt_batcher_train(b, AB_FIRST_RUN_EPISODES, 1));
+  size_t n = b->ncalls ? b->ncalls : 1, nf = b->nfns ? b->nfns : 1;
+  size_t *batch = rt_alloc(b->alloc, sizeof *batch * n),
+         *ready = rt_alloc(b->alloc, sizeof *ready * n);
+  size_t *count = rt_alloc(b->alloc, sizeof *count * nf);
+  size_t cap = b->depth_cap;
+  if (batch && ready && count && rt_grow(b->alloc, (void **)&b->depth, &cap, n, sizeof *b->depth)) {
+    memset(b->depth + b->depth_cap, 0, sizeof *b->depth * (cap - b->depth_cap));
+    b->depth_cap = cap;
+  } else {
+    st = rt_oom("a batch", sizeof *batch * n);
+  }
   size_t first = 0; /* calls before it are done */
-  for (;;) {
+  while (!st) {
     while (first < b->ncalls && b->calls[first].done) first++;
     if (first == b->ncalls) break;
     if ((st = check_refs(b))) break; /* output indices: checked once their producer ran */
-    size_t lead = first;
-    while (lead < b->ncalls && (b->calls[lead].done || !ready(b, &b->calls[lead]))) lead++;
-    if (lead == b->ncalls) {
-      st = cycle(b);
-      break;
-    }
-    size_t g = 0;
-    size_t max = b->fns[b->calls[lead].fn].max_batch; /* the rest: in the next round */
-    for (size_t i = lead; i < b->ncalls && g < max; i++)
-      if (joins(b, &b->calls[lead], &b->calls[i])) batch[g++] = i;
-    if ((st = run_batch(b, batch, g))) break;
+    st = run_round(b, first, ready, batch, count);
   }
   rt_free(b->alloc, batch);
+  rt_free(b->alloc, ready);
+  rt_free(b->alloc, count);
   return st;
+}
+
+/* The pending calls as the policy's graph (the calls already run left out). */
+static rx_status make_graph(rx_rt_batcher *b, rt_abp_graph *g, size_t **bufs) {
+  size_t n = 0, nd = 0;
+  for (size_t i = 0; i < b->ncalls; i++) {
+    if (b->calls[i].done) continue;
+    n++;
+    for (size_t k = 0; k < b->calls[i].nargs; k++) nd += !b->calls[i].args[k].tensor;
+  }
+  size_t *index = rt_alloc(b->alloc, sizeof(size_t) * (b->ncalls + 1));
+  size_t *fn = rt_alloc(b->alloc, sizeof(size_t) * (n + 1));
+  size_t *start = rt_alloc(b->alloc, sizeof(size_t) * (n + 1));
+  size_t *deps = rt_alloc(b->alloc, sizeof(size_t) * (nd + 1));
+  size_t *max = rt_alloc(b->alloc, sizeof(size_t) * (b->nfns + 1));
+  bufs[0] = index, bufs[1] = fn, bufs[2] = start, bufs[3] = deps, bufs[4] = max;
+  if (!index || !fn || !start || !deps || !max) return rt_oom("the calls' graph", nd);
+  for (size_t i = 0, j = 0; i < b->ncalls; i++) index[i] = b->calls[i].done ? SIZE_MAX : j++;
+  size_t j = 0, d = 0;
+  for (size_t i = 0; i < b->ncalls; i++) {
+    const ab_call *c = &b->calls[i];
+    if (c->done) continue;
+    fn[j] = c->fn;
+    start[j++] = d;
+    for (size_t k = 0; k < c->nargs; k++) {
+      const rx_rt_batch_arg *a = &c->args[k];
+      if (a->tensor) continue;
+      if (a->call >= b->ncalls)
+        return base_status_make(RX_ERR_INVALID,
+                                "batcher: call %zu of '%s': argument %zu is the output of call "
+                                "%zu, which was never submitted (%zu calls)",
+                                i, b->fns[c->fn].name, k, a->call, b->ncalls);
+      if (index[a->call] != SIZE_MAX) deps[d++] = index[a->call];
+    }
+  }
+  start[n] = d;
+  for (size_t f = 0; f < b->nfns; f++) max[f] = b->fns[f].max_batch;
+  *g = (rt_abp_graph){n, b->nfns, fn, start, deps, max};
+  return NULL;
+}
+
+rx_status rx_rt_batcher_train(rx_rt_batcher *b, size_t episodes, uint64_t seed) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: train: the batcher is NULL");
+  if (b->nfns == 0 || b->nfns > RT_ABP_MAX_FNS)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "batcher: train: the FSM policy covers 1 to %d functions, not %zu",
+                            RT_ABP_MAX_FNS, b->nfns);
+  rt_abp_graph g;
+  size_t *bufs[5] = {0};
+  rx_status st = make_graph(b, &g, bufs);
+  if (!st && !g.n)
+    st = base_status_make(RX_ERR_INVALID, "batcher: train: no pending calls to learn from");
+  if (!st) st = rt_abp_train(b->alloc, &g, episodes, seed, &b->fsm);
+  for (int i = 0; i < 5; i++) rt_free(b->alloc, bufs[i]);
+  return st;
+}
+
+rx_status rx_rt_batcher_policy_save(const rx_rt_batcher *b, void *buf, size_t cap,
+                                    size_t *out_len) {
+  if (!out_len) return base_status_make(RX_ERR_INVALID, "batcher: policy_save: out_len is NULL");
+  *out_len = 0;
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: policy_save: the batcher is NULL");
+  const char *names[RT_ABP_MAX_FNS];
+  for (size_t f = 0; f < b->fsm.nfns && f < RT_ABP_MAX_FNS; f++) names[f] = b->fns[f].name;
+  return rt_abp_save(&b->fsm, names, buf, cap, out_len);
+}
+
+rx_status rx_rt_batcher_policy_load(rx_rt_batcher *b, const void *bytes, size_t len) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: policy_load: the batcher is NULL");
+  if (b->nfns > RT_ABP_MAX_FNS)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "batcher: policy_load: the FSM policy covers at most %d functions, "
+                            "%zu registered",
+                            RT_ABP_MAX_FNS, b->nfns);
+  const char *names[RT_ABP_MAX_FNS];
+  for (size_t f = 0; f < b->nfns; f++) names[f] = b->fns[f].name;
+  return rt_abp_load(b->alloc, bytes, len, names, b->nfns, &b->fsm);
+}
+
+static const char *const policy_names[] = {"rounds", "depth", "agenda", "fsm", "one"};
+
+const char *rx_rt_batch_policy_name(rx_rt_batch_policy p) {
+  return (unsigned)p < sizeof policy_names / sizeof *policy_names ? policy_names[p] : NULL;
+}
+
+rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_policy: the batcher is NULL");
+  if (!rx_rt_batch_policy_name(p))
+    return base_status_make(RX_ERR_INVALID, "batcher: set_policy: no policy %d (0..%d)", (int)p,
+                            (int)RX_RT_BATCH_ONE);
+  b->policy = p;
+  return NULL;
+}
+
+rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_min_batch: the batcher is NULL");
+  if (n < 2)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: set_min_batch: %zu; expected 2 or more (a batch of one call "
+                            "always runs unbatched)",
+                            n);
+  b->min_batch = n;
+  return NULL;
 }
 
 rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,

@@ -74,6 +74,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/vm.c
   ${RX_RUNTIME_DIR}/vm_walk.c
   ${RX_RUNTIME_DIR}/autobatch.c
+  ${RX_RUNTIME_DIR}/autobatch_policy.c
   ${RX_RUNTIME_DIR}/replay.c
   ${RX_RUNTIME_DIR}/externs.c
   ${RX_RUNTIME_DIR}/weights.c

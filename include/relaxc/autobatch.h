@@ -4,7 +4,8 @@
  * A program with dynamic control flow (a TreeLSTM over parse trees, an RNN over sequences of
  * different lengths) makes many small calls of one cell function. The caller submits them all,
  * each with its arguments: tensors, or outputs of other submitted calls (its dependencies). The
- * batcher then repeatedly takes every ready call of one function (all of its dependencies done)
+ * batcher then repeatedly takes every ready call of one function (all of its dependencies done;
+ * which function first is the policy's choice: rx_rt_batcher_set_policy)
  * whose shared arguments are the same tensors and whose batched arguments have the same shapes,
  * stacks their batched arguments along a new leading axis (device copies; none where the calls
  * take the rows of one earlier batch's output in order), makes ONE call of the function's batched
@@ -17,6 +18,8 @@
 #define RELAXC_AUTOBATCH_H
 
 #include "runtime.h"
+
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +60,38 @@ RX_API rx_status rx_rt_batcher_submit(rx_rt_batcher *b, const char *fn, const rx
  * the calls not run stay pending. */
 RX_API rx_status rx_rt_batcher_run(rx_rt_batcher *b);
 
+/* How rx_rt_batcher_run picks the next batch among the ready calls (docs/autobatch.md,
+ * "Policies"). */
+typedef enum rx_rt_batch_policy {
+  RX_RT_BATCH_ROUNDS = 0, /* the first ready call's function, every ready call that joins it */
+  RX_RT_BATCH_DEPTH,      /* ACRoBat: the ready calls of the least depth (1 + max over deps) */
+  RX_RT_BATCH_AGENDA,     /* DyNet: the function with the most ready calls */
+  RX_RT_BATCH_FSM,        /* ED-Batch: a learned table from the ready frontier's encoding to the
+                             function to batch next */
+  RX_RT_BATCH_ONE,        /* one call at a time, the unbatched function: the baseline */
+} rx_rt_batch_policy;
+RX_API rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p);
+/* "rounds", "depth", "agenda", "fsm", "one"; NULL for a value out of range. */
+RX_API const char *rx_rt_batch_policy_name(rx_rt_batch_policy p);
+
+/* A batch the policy chose of fewer than n calls (n >= 2) runs its calls one at a time through
+ * the unbatched function instead: the default, 2, does so only for a batch of one call (the
+ * straggler of a long sequence); where a batched call costs as much as several unbatched ones
+ * (lavapipe: about 6 for the cells of tests/autobatch, docs/autobatch.md) a larger n keeps small
+ * rounds from being slower than one call at a time, at the price of more launches. */
+RX_API rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n);
+/* The FSM policy's table: learned by tabular Q-learning from `episodes` simulated runs of the
+ * calls submitted and not run yet (their dependencies and functions only: no device work;
+ * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table trains one first
+ * (300 episodes, seed 1). At most 6 registered functions. save writes the table as bytes into
+ * buf (cap bytes; buf NULL asks the size) and *out_len their count; load reads them back into a
+ * batcher whose functions were registered under the same names in the same order, checking
+ * every entry. The bytes are the caller's to keep (a side file next to the artifact). */
+RX_API rx_status rx_rt_batcher_train(rx_rt_batcher *b, size_t episodes, uint64_t seed);
+RX_API rx_status rx_rt_batcher_policy_save(const rx_rt_batcher *b, void *buf, size_t cap,
+                                           size_t *out_len);
+RX_API rx_status rx_rt_batcher_policy_load(rx_rt_batcher *b, const void *bytes, size_t len);
+
 /* Output `output` of call `call` once run: a tensor of its own (made at the first request, by
  * a device copy of its row of the batch's output); borrowed: valid until the batcher is
  * released; retain it to keep it longer. */
@@ -67,6 +102,12 @@ typedef struct rx_rt_batcher_stats {
   size_t calls;         /* calls run */
   size_t batched_calls; /* calls of batched forms made for them */
   size_t max_batch;     /* the largest batch */
+  size_t launches;      /* calls of functions made by the batcher (batched or not): the metric
+                           ED-Batch minimizes */
+  size_t copies;        /* device copies the batcher made to stack operands / split outputs */
+  size_t copy_bytes;    /* their bytes */
+  size_t views;         /* operands passed as a view of an earlier output instead of a copy */
+  size_t gathers;       /* operands passed as an index array into a fused-gather form */
 } rx_rt_batcher_stats;
 RX_API void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
 

@@ -273,13 +273,38 @@ static inline rx_status ab_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor *
                                 rx_rt_tensor_bytes(t));
 }
 
-/* The forest through the batcher (fn "tree_cell", batched "tree_cell_batched"). out[node]: h. */
-static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
-                                          const ab_weights *w, const ab_inputs *in,
-                                          rx_rt_tensor **out, rx_rt_batcher_stats *stats) {
+/* The FSM policy's table kept across runs: the first run under RX_RT_BATCH_FSM trains it (on its
+ * own calls) and saves it here, later runs of the same model load it (ED-Batch trains once per
+ * model); ab_fsm_forget() before another model. */
+static unsigned char ab_fsm_bytes[8192];
+/* rx_rt_batcher_set_min_batch of the batched runs, when not 0 (the bench's --min-batch). */
+static size_t ab_min_batch;
+static size_t ab_fsm_len;
+static inline void ab_fsm_forget(void) { ab_fsm_len = 0; }
+
+/* rx_rt_batcher_run; under the FSM policy with its table loaded from (or saved into)
+ * ab_fsm_bytes. */
+static inline rx_status ab_run(rx_rt_batcher *b, rx_rt_batch_policy p) {
+  if (p != RX_RT_BATCH_FSM) return rx_rt_batcher_run(b);
+  rx_status st = ab_fsm_len ? rx_rt_batcher_policy_load(b, ab_fsm_bytes, ab_fsm_len) : NULL;
+  bool save = !ab_fsm_len;
+  if (!st) st = rx_rt_batcher_run(b);
+  if (!st && save)
+    st = rx_rt_batcher_policy_save(b, ab_fsm_bytes, sizeof ab_fsm_bytes, &ab_fsm_len);
+  return st;
+}
+
+/* The forest through the batcher (fn "tree_cell", batched "tree_cell_batched") under policy p.
+ * out[node]: h. */
+static inline rx_status ab_forest_batched_p(rx_rt_artifact *a, const ab_forest *f,
+                                            const ab_weights *w, const ab_inputs *in,
+                                            rx_rt_tensor **out, rx_rt_batcher_stats *stats,
+                                            rx_rt_batch_policy p) {
   rx_rt_batcher *b = NULL;
   const bool shared[9] = {false, false, false, false, false, true, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
+  if (!st) st = rx_rt_batcher_set_policy(b, p);
+  if (!st && ab_min_batch) st = rx_rt_batcher_set_min_batch(b, ab_min_batch);
   if (!st) st = rx_rt_batcher_add_function(b, "tree_cell", "tree_cell_batched", shared, 9);
   for (int i = 0; i < f->n && !st; i++) {
     rx_rt_batch_arg args[9] = {{0}};
@@ -300,7 +325,7 @@ static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
     st = rx_rt_batcher_submit(b, "tree_cell", args, 9, &id);
     if (!st && id != (size_t)i) st = base_status_make(RX_ERR_INTERNAL, "call ids out of order");
   }
-  if (!st) st = rx_rt_batcher_run(b);
+  if (!st) st = ab_run(b, p);
   for (int i = 0; i < f->n && !st; i++) {
     st = rx_rt_batcher_output(b, (size_t)i, 0, &out[i]);
     if (!st) rx_rt_tensor_retain(out[i]);
@@ -308,6 +333,12 @@ static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
   if (stats) rx_rt_batcher_get_stats(b, stats);
   rx_rt_batcher_release(b);
   return st;
+}
+
+static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
+                                          const ab_weights *w, const ab_inputs *in,
+                                          rx_rt_tensor **out, rx_rt_batcher_stats *stats) {
+  return ab_forest_batched_p(a, f, w, in, out, stats, RX_RT_BATCH_ROUNDS);
 }
 
 /* The forest one node at a time (rx_rt_vm_call of tree_cell), outputs copied on the device.
@@ -341,13 +372,16 @@ static inline rx_status ab_forest_single(rx_rt_artifact *a, const ab_forest *f, 
   return st;
 }
 
-/* The sequences through the batcher (fn "lstm_cell"). out[seq]: the last h (NULL for length 0). */
-static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
-                                        const ab_inputs *in, rx_rt_tensor **out,
-                                        rx_rt_batcher_stats *stats) {
+/* The sequences through the batcher (fn "lstm_cell") under policy p. out[seq]: the last h (NULL
+ * for length 0). */
+static inline rx_status ab_seqs_batched_p(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
+                                          const ab_inputs *in, rx_rt_tensor **out,
+                                          rx_rt_batcher_stats *stats, rx_rt_batch_policy p) {
   rx_rt_batcher *b = NULL;
   const bool shared[6] = {false, false, false, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
+  if (!st) st = rx_rt_batcher_set_policy(b, p);
+  if (!st && ab_min_batch) st = rx_rt_batcher_set_min_batch(b, ab_min_batch);
   if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", shared, 6);
   size_t last[AB_MAX_SEQS], k = 0;
   for (int s = 0; s < q->n && !st; s++)
@@ -363,7 +397,7 @@ static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, con
       for (int m = 0; m < 3; m++) args[3 + m].tensor = w->t[m];
       st = rx_rt_batcher_submit(b, "lstm_cell", args, 6, &last[s]);
     }
-  if (!st) st = rx_rt_batcher_run(b);
+  if (!st) st = ab_run(b, p);
   for (int s = 0; s < q->n && !st; s++) {
     out[s] = NULL;
     if (!q->len[s]) continue;
@@ -373,6 +407,12 @@ static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, con
   if (stats) rx_rt_batcher_get_stats(b, stats);
   rx_rt_batcher_release(b);
   return st;
+}
+
+static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
+                                        const ab_inputs *in, rx_rt_tensor **out,
+                                        rx_rt_batcher_stats *stats) {
+  return ab_seqs_batched_p(a, q, w, in, out, stats, RX_RT_BATCH_ROUNDS);
 }
 
 /* The sequences one step at a time, each sequence to its end before the next. */

@@ -1,0 +1,329 @@
+/* runtime/autobatch_policy.c: the batcher's policies over the ready frontier (autobatch_policy.h),
+ * ED-Batch's learned FSM among them.
+ *
+ * The frontier is seen as the counts of ready calls per registered function. ROUNDS takes the
+ * function of the first ready call, AGENDA (DyNet's agenda, in its "most ready nodes" form) the
+ * function with the most ready calls, and FSM looks the frontier's state up in a table: each
+ * count capped into 4 buckets (0, 1, 2-3, 4+), the state the number in base 4 whose digit f is
+ * function f's bucket, the table one action (the function to batch) per state: O(1) per
+ * decision once the counts are known. The table is learned by tabular Q-learning (ED-Batch,
+ * section 3): an episode runs the submitted calls in simulation (no device work: the dependency
+ * graph and each function's batch bound only), every batch costs a reward of -1, so the values
+ * learned are minus the batches still to make, and the greedy action of each state reached is
+ * kept. The first two episodes follow AGENDA and ROUNDS (Q-learning learns off-policy, so the
+ * heuristics' runs seed the values), the rest are epsilon-greedy with epsilon falling from 1 to
+ * 0.05. */
+#include "autobatch_policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t bucket(size_t count) { return count == 0 ? 0 : count == 1 ? 1 : count < 4 ? 2 : 3; }
+
+size_t rt_abp_encode(const size_t *ready_count, size_t nfns) {
+  size_t s = 0;
+  for (size_t f = nfns; f-- > 0;) s = s * RT_ABP_BUCKETS + bucket(ready_count[f]);
+  return s;
+}
+
+static size_t agenda(const size_t *ready_count, size_t nfns) {
+  size_t best = 0;
+  for (size_t f = 1; f < nfns; f++)
+    if (ready_count[f] > ready_count[best]) best = f;
+  return best;
+}
+
+size_t rt_abp_choose(rx_rt_batch_policy p, const rt_abp_fsm *fsm, const size_t *ready_count,
+                     size_t nfns, size_t first_fn) {
+  if (p == RX_RT_BATCH_FSM && fsm && fsm->action && fsm->nfns == nfns) {
+    uint8_t a = fsm->action[rt_abp_encode(ready_count, nfns)];
+    if (a != RT_ABP_NONE && a < nfns && ready_count[a]) return a;
+  }
+  if (p == RX_RT_BATCH_AGENDA || p == RX_RT_BATCH_FSM) return agenda(ready_count, nfns);
+  return first_fn;
+}
+
+void rt_abp_fsm_free(const rx_rt_allocator *al, rt_abp_fsm *fsm) {
+  rt_free(al, fsm->action);
+  memset(fsm, 0, sizeof *fsm);
+}
+
+/* ---- the simulation ---- */
+
+typedef struct sim {
+  const rt_abp_graph *g;
+  size_t *pending;            /* per call: dependencies not run */
+  size_t *user_start, *users; /* the calls that wait on each call */
+  bool *done;
+  size_t count[RT_ABP_MAX_FNS + 1]; /* ready calls per function (nfns <= RT_ABP_MAX_FNS) */
+  size_t left, first;               /* calls not run; calls before first are done */
+} sim;
+
+static void sim_free(const rx_rt_allocator *al, sim *s) {
+  rt_free(al, s->pending);
+  rt_free(al, s->user_start);
+  rt_free(al, s->users);
+  rt_free(al, s->done);
+}
+
+static bool sim_make(const rx_rt_allocator *al, const rt_abp_graph *g, sim *s) {
+  memset(s, 0, sizeof *s);
+  s->g = g;
+  size_t nd = g->dep_start[g->n];
+  s->pending = rt_alloc(al, sizeof *s->pending * (g->n + 1));
+  s->user_start = rt_alloc(al, sizeof *s->user_start * (g->n + 2));
+  s->users = rt_alloc(al, sizeof *s->users * (nd + 1));
+  s->done = rt_alloc(al, sizeof *s->done * (g->n + 1));
+  if (!s->pending || !s->user_start || !s->users || !s->done) return false;
+  for (size_t k = 0; k < nd; k++) s->user_start[g->deps[k] + 2]++;
+  for (size_t i = 0; i < g->n; i++) s->user_start[i + 2] += s->user_start[i + 1];
+  for (size_t i = 0; i < g->n; i++)
+    for (size_t k = g->dep_start[i]; k < g->dep_start[i + 1]; k++)
+      s->users[s->user_start[g->deps[k] + 1]++] = i;
+  return true;
+}
+
+static void sim_reset(sim *s) {
+  const rt_abp_graph *g = s->g;
+  memset(s->count, 0, sizeof s->count);
+  for (size_t i = 0; i < g->n; i++) {
+    s->done[i] = false;
+    s->pending[i] = g->dep_start[i + 1] - g->dep_start[i];
+    if (!s->pending[i]) s->count[g->fn[i]]++;
+  }
+  s->left = g->n;
+  s->first = 0;
+}
+
+/* The function of the first ready call. */
+static size_t sim_first_fn(sim *s) {
+  while (s->done[s->first]) s->first++;
+  for (size_t i = s->first; i < s->g->n; i++)
+    if (!s->done[i] && !s->pending[i]) return s->g->fn[i];
+  return 0;
+}
+
+/* Runs one batch of function f's ready calls (the first max_batch in submission order). */
+static void sim_step(sim *s, size_t f) {
+  const rt_abp_graph *g = s->g;
+  size_t take = s->count[f] < g->max_batch[f] ? s->count[f] : g->max_batch[f];
+  for (size_t i = s->first; i < g->n && take; i++) {
+    if (s->done[i] || s->pending[i] || g->fn[i] != f) continue;
+    s->done[i] = true; /* its users are released after the batch: they are not in it */
+    take--;
+    s->count[f]--;
+    s->left--;
+    s->pending[i] = SIZE_MAX; /* marks "in this batch" */
+  }
+  for (size_t i = s->first; i < g->n; i++) {
+    if (s->pending[i] != SIZE_MAX) continue;
+    s->pending[i] = 0;
+    for (size_t k = s->user_start[i]; k < s->user_start[i + 1]; k++)
+      if (--s->pending[s->users[k]] == 0) s->count[g->fn[s->users[k]]]++;
+  }
+}
+
+size_t rt_abp_simulate(const rx_rt_allocator *al, const rt_abp_graph *g, rx_rt_batch_policy p,
+                       const rt_abp_fsm *fsm) {
+  sim s;
+  size_t batches = 0;
+  if (g->nfns <= RT_ABP_MAX_FNS && sim_make(al, g, &s)) {
+    sim_reset(&s);
+    while (s.left) {
+      size_t f = rt_abp_choose(p, fsm, s.count, g->nfns, sim_first_fn(&s));
+      if (!s.count[f]) break; /* a cycle */
+      sim_step(&s, f);
+      batches++;
+    }
+  }
+  sim_free(al, &s);
+  return batches;
+}
+
+/* ---- Q-learning ---- */
+
+static uint32_t lcg(uint64_t *s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(*s >> 33);
+}
+
+/* The valid action of state counts with the largest value; ties go to the agenda's choice. */
+static size_t greedy(const float *q, const size_t *count, size_t nfns, float *out_value) {
+  size_t best = agenda(count, nfns);
+  for (size_t f = 0; f < nfns; f++)
+    if (count[f] && q[f] > q[best]) best = f;
+  if (out_value) *out_value = q[best];
+  return best;
+}
+
+static size_t explore(uint64_t *rng, const size_t *count, size_t nfns) {
+  size_t valid = 0;
+  for (size_t f = 0; f < nfns; f++) valid += count[f] > 0;
+  size_t pick = lcg(rng) % valid;
+  for (size_t f = 0; f < nfns; f++)
+    if (count[f] && pick-- == 0) return f;
+  return 0;
+}
+
+rx_status rt_abp_train(const rx_rt_allocator *al, const rt_abp_graph *g, size_t episodes,
+                       uint64_t seed, rt_abp_fsm *fsm) {
+  if (g->nfns == 0 || g->nfns > RT_ABP_MAX_FNS)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "batcher: train: the FSM policy covers 1 to %d functions, not %zu",
+                            RT_ABP_MAX_FNS, g->nfns);
+  size_t nstates = 1;
+  for (size_t f = 0; f < g->nfns; f++) nstates *= RT_ABP_BUCKETS;
+  float *q = rt_alloc(al, sizeof *q * nstates * g->nfns);
+  bool *seen = rt_alloc(al, sizeof *seen * nstates);
+  uint8_t *action = rt_alloc(al, nstates);
+  sim s;
+  bool made = sim_make(al, g, &s);
+  if (!q || !seen || !action || !made) {
+    rt_free(al, q);
+    rt_free(al, seen);
+    rt_free(al, action);
+    sim_free(al, &s);
+    return rt_oom("the FSM's Q table", sizeof *q * nstates * g->nfns);
+  }
+  uint64_t rng = seed ? seed : 1;
+  const float alpha = 0.5f;
+  for (size_t ep = 0; ep < episodes + 2; ep++) {
+    sim_reset(&s);
+    double eps = ep < 2 ? 0 : 1.0 - (double)(ep - 2) / (0.7 * (double)(episodes ? episodes : 1));
+    if (eps < 0.05) eps = 0.05;
+    size_t steps = 0;
+    while (s.left && steps++ <= g->n) {
+      size_t st = rt_abp_encode(s.count, g->nfns), f;
+      float *qs = q + st * g->nfns;
+      if (ep == 0)
+        f = agenda(s.count, g->nfns);
+      else if (ep == 1)
+        f = sim_first_fn(&s);
+      else if ((double)(lcg(&rng) & 0xffffff) / 0x1000000 < eps)
+        f = explore(&rng, s.count, g->nfns);
+      else
+        f = greedy(qs, s.count, g->nfns, NULL);
+      if (!s.count[f]) break; /* a cycle: no ready call */
+      seen[st] = true;
+      sim_step(&s, f);
+      float next = 0;
+      if (s.left) greedy(q + rt_abp_encode(s.count, g->nfns) * g->nfns, s.count, g->nfns, &next);
+      bool stuck = s.left && !rt_abp_encode(s.count, g->nfns);
+      qs[f] += alpha * (-1.0f + (stuck ? 0 : next) - qs[f]);
+    }
+  }
+  size_t count[RT_ABP_MAX_FNS];
+  for (size_t st = 0; st < nstates; st++) {
+    action[st] = RT_ABP_NONE;
+    if (!seen[st]) continue;
+    for (size_t f = 0, v = st; f < g->nfns; f++, v /= RT_ABP_BUCKETS)
+      count[f] = v % RT_ABP_BUCKETS; /* the bucket: 0 exactly when no ready call */
+    action[st] = (uint8_t)greedy(q + st * g->nfns, count, g->nfns, NULL);
+  }
+  rt_free(al, q);
+  rt_free(al, seen);
+  sim_free(al, &s);
+  rt_abp_fsm_free(al, fsm);
+  fsm->nfns = g->nfns;
+  fsm->nstates = nstates;
+  fsm->action = action;
+  return NULL;
+}
+
+/* ---- the table as bytes ---- */
+
+static const char fsm_magic[8] = {'R', 'X', 'A', 'B', 'F', 'S', 'M', '1'};
+
+static void put_u32(unsigned char *p, size_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+rx_status rt_abp_save(const rt_abp_fsm *fsm, const char *const *names, void *buf, size_t cap,
+                      size_t *out_len) {
+  *out_len = 0;
+  if (!fsm->action)
+    return base_status_make(RX_ERR_INVALID, "batcher: policy_save: no FSM table (train first)");
+  size_t len = sizeof fsm_magic + 4 + fsm->nstates;
+  for (size_t f = 0; f < fsm->nfns; f++) len += 4 + strlen(names[f]);
+  *out_len = len;
+  if (!buf) return NULL;
+  if (cap < len)
+    return base_status_make(RX_ERR_INVALID, "batcher: policy_save: %zu bytes needed, %zu given",
+                            len, cap);
+  unsigned char *p = buf;
+  memcpy(p, fsm_magic, sizeof fsm_magic);
+  p += sizeof fsm_magic;
+  put_u32(p, fsm->nfns);
+  p += 4;
+  for (size_t f = 0; f < fsm->nfns; f++) {
+    size_t n = strlen(names[f]);
+    put_u32(p, n);
+    memcpy(p + 4, names[f], n);
+    p += 4 + n;
+  }
+  memcpy(p, fsm->action, fsm->nstates);
+  return NULL;
+}
+
+rx_status rt_abp_load(const rx_rt_allocator *al, const void *bytes, size_t len,
+                      const char *const *names, size_t nfns, rt_abp_fsm *fsm) {
+  const unsigned char *p = bytes, *end = p + len;
+  if (!bytes || len < sizeof fsm_magic + 4 || memcmp(p, fsm_magic, sizeof fsm_magic) != 0)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: policy_load: not an FSM table (expected the magic "
+                            "'RXABFSM1' and a function count, %zu bytes given)",
+                            len);
+  p += sizeof fsm_magic;
+  size_t n = get_u32(p);
+  p += 4;
+  if (n != nfns)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: policy_load: the table covers %zu functions, the batcher has "
+                            "%zu registered",
+                            n, nfns);
+  if (n == 0 || n > RT_ABP_MAX_FNS)
+    return base_status_make(RX_ERR_INVALID, "batcher: policy_load: %zu functions (1 to %d)", n,
+                            RT_ABP_MAX_FNS);
+  for (size_t f = 0; f < n; f++) {
+    size_t k = (size_t)(end - p) >= 4 ? get_u32(p) : SIZE_MAX;
+    if (k == SIZE_MAX || (size_t)(end - p) - 4 < k)
+      return base_status_make(RX_ERR_INVALID,
+                              "batcher: policy_load: function %zu's name runs "
+                              "past the end",
+                              f);
+    if (k != strlen(names[f]) || memcmp(p + 4, names[f], k) != 0)
+      return base_status_make(RX_ERR_INVALID,
+                              "batcher: policy_load: function %zu is '%.*s' in the table, '%s' in "
+                              "the batcher (register them in the same order)",
+                              f, (int)(k > 64 ? 64 : k), (const char *)p + 4, names[f]);
+    p += 4 + k;
+  }
+  size_t nstates = 1;
+  for (size_t f = 0; f < n; f++) nstates *= RT_ABP_BUCKETS;
+  if ((size_t)(end - p) != nstates)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: policy_load: %zu bytes of actions, expected %zu (one per "
+                            "state)",
+                            (size_t)(end - p), nstates);
+  for (size_t st = 0; st < nstates; st++) {
+    size_t a = p[st], v = st;
+    for (size_t f = 0; f < a && a < n; f++) v /= RT_ABP_BUCKETS;
+    if (a != RT_ABP_NONE && (a >= n || v % RT_ABP_BUCKETS == 0))
+      return base_status_make(RX_ERR_INVALID,
+                              "batcher: policy_load: state %zu's action %zu names a function "
+                              "with no ready call in that state",
+                              st, a);
+  }
+  uint8_t *action = rt_alloc(al, nstates);
+  if (!action) return rt_oom("an FSM table", nstates);
+  memcpy(action, p, nstates);
+  rt_abp_fsm_free(al, fsm);
+  fsm->nfns = n;
+  fsm->nstates = nstates;
+  fsm->action = action;
+  return NULL;
+}
