@@ -87,6 +87,23 @@ class Compile(unittest.TestCase):
         self.assertIn("tpu", str(cm.exception))
 
 
+class Stubs(unittest.TestCase):
+    def test_stubs_name_the_api(self):
+        # every public name the installed modules define is in their .pyi, and the reverse
+        import ast
+        here = os.path.dirname(relaxc.__file__)
+        for mod, stub in ((relaxc, "__init__.pyi"), (relaxc.llm, "llm.pyi")):
+            with open(os.path.join(here, stub)) as f:
+                tree = ast.parse(f.read())
+            names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            names |= {t.id for n in tree.body if isinstance(n, ast.AnnAssign)
+                      for t in [n.target]}
+            public = set(getattr(mod, "__all__", [])) - {"llm"}
+            self.assertEqual(public - names, set(), stub)
+            self.assertEqual({n for n in names if not n.startswith("_")} - public, set(), stub)
+        self.assertTrue(os.path.exists(os.path.join(here, "py.typed")))
+
+
 class Run(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
