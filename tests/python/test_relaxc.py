@@ -265,6 +265,9 @@ class Llm(unittest.TestCase):
     def test_stream_stops_early(self):
         g = self.model.generate("In the beginning", max_tokens=64, temperature=0)
         first = [next(g) for _ in range(3)]
+        # streamed: the tokens came while the library was still decoding (64 tokens take
+        # seconds on lavapipe), not after rx_llm_generate returned
+        self.assertTrue(g._thread.is_alive())
         g.close()
         self.assertLess(len(g.ids), 64)
         self.assertEqual(g.ids[:3], [t.id for t in first])
