@@ -144,7 +144,7 @@ class Module:
         return Function(self, name)
 
     def __getattr__(self, name: str) -> "Function":
-        if name.startswith("_"):
+        if name.startswith("_") or name in ("functions", "device"):  # not set: a failed init
             raise AttributeError(name)
         try:
             return self[name]
