@@ -2,17 +2,24 @@
 """tests/python/run_test.py: ctest python.package (tests/python/python.cmake), the relaxc Python
 package built, packed and tested as a user gets it. Python's standard library only.
 
-  run_test.py --root SRC --build BUILD --relaxc RELAXC [--prefix PREFIX]
+  run_test.py --root SRC --build BUILD --relaxc RELAXC (--lib LIBRELAXC | --from-source)
+              [--prefix PREFIX]
 
 1. BUILD/venv-python (scripts/python-venv.sh: scikit-build-core, its dependencies and NumPy,
    pinned in tests/python/requirements.txt; made here when missing or stale).
-2. `pip install ./python` into it (scikit-build-core builds librelaxc; --no-build-isolation, so
-   the pinned backend is used and nothing is downloaded; build-dir BUILD/python-pkg, kept, so a
-   second run recompiles only what changed), then `import relaxc` outside the source tree.
+2. `pip install ./python` into it (--no-build-isolation, so the pinned backend is used and
+   nothing is downloaded), then `import relaxc` outside the source tree. With --lib (ctest's
+   python.package, the build tree's librelaxc) the package takes that library as it is
+   (-C cmake.define.RX_PY_PREBUILT_LIB, python/package.cmake): scikit-build-core configures the
+   project in a fresh BUILD/python-pkg-prebuilt and compiles nothing. With --from-source (the
+   manual check of docs/python.md) scikit-build-core compiles librelaxc in Release as a plain
+   `pip install ./python` does, in BUILD/python-pkg-src, kept, so a second run recompiles only
+   what changed (minutes on 2 cores the first time).
 3. `pip wheel ./python` into BUILD/python-wheel (the same build folder: no recompiling), the
    wheel checked: one py3-none-<platform> wheel holding relaxc/_lib/librelaxc.so.MAJOR (an ELF
-   shared library whose dynamic symbols include the C API), the headers, the Python sources, the
-   stubs and py.typed; then the wheel installed over step 2's install.
+   shared library whose dynamic symbols include the C API; with --lib, byte for byte
+   LIBRELAXC), the headers, the Python sources, the stubs and py.typed; then the wheel installed
+   over step 2's install.
 4. The tiny Llama of tests/llm/models/kjv-llama compiled for Vulkan with RELAXC (reused while
    newer than relaxc and the model).
 5. tests/python/test_relaxc.py run by the venv's Python in BUILD/tests/python (not the source
@@ -27,6 +34,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 
 
@@ -39,14 +47,16 @@ def fail(msg, out=None):
 
 def run(cmd, what, env=None, cwd=None):
     print(f"run_test.py: {what}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+    t0 = time.monotonic()
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                        cwd=cwd)
+    print(f"run_test.py: {what}: {time.monotonic() - t0:.1f} s", flush=True)
     if r.returncode:
         fail(f"{what} exited with status {r.returncode}", r.stdout)
     return r.stdout
 
 
-def check_wheel(path, lib):
+def check_wheel(path, lib, prebuilt):
     name = os.path.basename(path)
     parts = name[:-4].split("-")
     if len(parts) != 5 or parts[2:4] != ["py3", "none"] or not parts[4].startswith("linux"):
@@ -63,6 +73,10 @@ def check_wheel(path, lib):
         data = z.read(f"relaxc/_lib/{lib}")
     if data[:4] != b"\x7fELF" or len(data) < 1 << 20:
         fail(f"{name}: relaxc/_lib/{lib} is not the library ({len(data)} bytes)")
+    if prebuilt:
+        with open(prebuilt, "rb") as f:
+            if f.read() != data:
+                fail(f"{name}: its relaxc/_lib/{lib} is not {prebuilt} (RX_PY_PREBUILT_LIB)")
     tmp = path + ".lib"
     with open(tmp, "wb") as f:
         f.write(data)
@@ -92,6 +106,10 @@ def main():
     ap.add_argument("--build", required=True)
     ap.add_argument("--relaxc", required=True)
     ap.add_argument("--prefix", default="")
+    how = ap.add_mutually_exclusive_group(required=True)
+    how.add_argument("--lib", help="package this librelaxc (a build tree's) instead of compiling")
+    how.add_argument("--from-source", action="store_true",
+                     help="compile librelaxc as a plain `pip install ./python` does")
     a = ap.parse_args()
     root, build = os.path.abspath(a.root), os.path.abspath(a.build)
     relaxc = shlex.split(a.prefix) + [os.path.abspath(a.relaxc)]
@@ -105,8 +123,14 @@ def main():
         env.pop(k, None)
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", "2")
     pip = [py, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-    cfg = ["--no-build-isolation", "--no-deps", "-C",
-           f"build-dir={os.path.join(build, 'python-pkg')}"]
+    if a.lib:
+        pkg_build = os.path.join(build, "python-pkg-prebuilt")
+        shutil.rmtree(pkg_build, ignore_errors=True)  # configured afresh, as in CI
+        cfg = ["-C", f"cmake.define.RX_PY_PREBUILT_LIB={os.path.abspath(a.lib)}"]
+    else:
+        pkg_build = os.path.join(build, "python-pkg-src")
+        cfg = []
+    cfg += ["--no-build-isolation", "--no-deps", "-C", f"build-dir={pkg_build}"]
     pkg = os.path.join(root, "python")
     run(pip + ["install", "--force-reinstall"] + cfg + [pkg], "pip install ./python", env)
     out = run([py, "-c", "import relaxc, sys; print(relaxc.__file__, relaxc.__version__)"],
@@ -120,14 +144,16 @@ def main():
     found = glob.glob(os.path.join(wheels, "relaxc-*.whl"))
     if len(found) != 1:
         fail(f"pip wheel left {found} in {wheels}, expected one relaxc wheel")
-    check_wheel(found[0], "librelaxc.so.0")
+    check_wheel(found[0], "librelaxc.so.0", a.lib)
     run(pip + ["install", "--force-reinstall", "--no-deps", found[0]], "installing the wheel",
         env)
 
     env.update(RX_PY_ROOT=root, RX_PY_RELAXC=json.dumps(relaxc),
                RX_PY_LLM=llm_artifact(relaxc, root, work))
     test = os.path.join(root, "tests", "python", "test_relaxc.py")
+    t0 = time.monotonic()
     r = subprocess.run([py, test], env=env, cwd=work)
+    print(f"run_test.py: test_relaxc.py: {time.monotonic() - t0:.1f} s", flush=True)
     if r.returncode:
         fail(f"tests/python/test_relaxc.py exited with status {r.returncode}")
     print("run_test.py: passed", flush=True)
