@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ARM_BUILD=${ARM_BUILD:-build-arm64}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
-TOOLCHAIN=cmake/toolchains/aarch64-linux-gnu.cmake
+TOOLCHAIN=$PWD/cmake/toolchains/aarch64-linux-gnu.cmake
 
 for need in aarch64-linux-gnu-gcc qemu-aarch64; do
   if ! command -v "$need" >/dev/null 2>&1; then

@@ -79,6 +79,7 @@ OPTIONAL=(
   libnvrtc                  # NVRTC of the CUDA toolkit (/usr/local/cuda), not a Debian package
   RX_CUDA_H_DIR             # the toolkit's cuda.h (/usr/local/cuda/include); runtime.cuda_decls skips without it
   dispatch/dispatch.h       # Apple's libdispatch: the Metal backend on macOS only
+  TargetConditionals.h      # Apple SDKs: runtime/metal/metal.c tells macOS from iOS with it
   qemu-aarch64              # the arm64 group (deps.sh --arm64): a machine without it builds and
   qemu-aarch64-static       # tests everything else (cmake/toolchains/aarch64-linux-gnu.cmake)
   lit                       # lit.cfg.py's module: lit.py (llvm-14-tools) puts it on sys.path
@@ -101,8 +102,7 @@ if [ "${1:-}" = --arm64 ]; then
   want+=("${ARM64_PACKAGES[@]}")
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     if [ "$(id -u)" -ne 0 ]; then
-      echo "deps.sh: --arm64 needs root to enable dpkg's arm64 architecture:" >&2
-      echo "  dpkg --add-architecture arm64 && apt-get update" >&2
+      echo "deps.sh: --arm64 needs root to enable dpkg's arm64 architecture (dpkg --add-architecture arm64)" >&2
       exit 1
     fi
     dpkg --add-architecture arm64
