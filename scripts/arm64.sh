@@ -50,7 +50,7 @@ fi
 HOST_BUILD=${1:-build}
 t0=$(date +%s)
 echo "== arm64: cross-building the runtime, relaxc and the runtime's tests in $ARM_BUILD"
-cmake -S . -B "$ARM_BUILD" -DCMAKE_TOOLCHAIN_FILE=$TOOLCHAIN -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --no-warn-unused-cli -S . -B "$ARM_BUILD" -DCMAKE_TOOLCHAIN_FILE=$TOOLCHAIN -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$ARM_BUILD" -j"$JOBS" --target relaxc relaxc_runtime_shared rt_expr_test \
   rt_replay_test rt_backends_test rt_vulkan_test rt_vm_test rt_kernels >/dev/null
 if ! readelf -h "$ARM_BUILD/relaxc" | grep -q 'Machine:.*AArch64'; then
