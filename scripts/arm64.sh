@@ -36,7 +36,7 @@ if [ "${1:-}" = --sizes ]; then
   for bt in Release MinSizeRel; do
     for be in vulkan cuda all; do
       dir=build-arm64-rt-$be-$bt
-      cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE=$TOOLCHAIN -DCMAKE_BUILD_TYPE=$bt \
+      cmake -S . -B "$dir" -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DCMAKE_BUILD_TYPE=$bt \
         -DRX_RUNTIME_ONLY=ON -DRX_BACKENDS=$be >/dev/null
       cmake --build "$dir" -j"$JOBS" --target relaxc_runtime_shared >/dev/null
       so=$(find "$dir" -maxdepth 1 -name 'librelaxc_runtime.so.*.*.*' | head -1)
@@ -50,7 +50,7 @@ fi
 HOST_BUILD=${1:-build}
 t0=$(date +%s)
 echo "== arm64: cross-building the runtime, relaxc and the runtime's tests in $ARM_BUILD"
-cmake --no-warn-unused-cli -S . -B "$ARM_BUILD" -DCMAKE_TOOLCHAIN_FILE=$TOOLCHAIN -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --no-warn-unused-cli -S . -B "$ARM_BUILD" -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$ARM_BUILD" -j"$JOBS" --target relaxc relaxc_runtime_shared rt_expr_test \
   rt_replay_test rt_backends_test rt_vulkan_test rt_vm_test rt_kernels >/dev/null
 if ! readelf -h "$ARM_BUILD/relaxc" | grep -q 'Machine:.*AArch64'; then
@@ -87,11 +87,11 @@ python3 tests/arm64/check.py --src . --host-relaxc "$HOST_BUILD/relaxc" \
 echo "== arm64: examples/android against the aarch64 runtime built alone (Vulkan), as the NDK would"
 # the aarch64 Linux toolchain stands in for the NDK's (docs/mobile.md): same options, same package
 rt="$ARM_BUILD/runtime-vulkan"
-cmake -S . -B "$rt" -DCMAKE_TOOLCHAIN_FILE=$TOOLCHAIN -DCMAKE_BUILD_TYPE=Release \
+cmake -S . -B "$rt" -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" -DCMAKE_BUILD_TYPE=Release \
   -DRX_RUNTIME_ONLY=ON -DRX_BACKENDS=vulkan -DCMAKE_INSTALL_PREFIX="$PWD/$rt/install" >/dev/null
 cmake --build "$rt" -j"$JOBS" >/dev/null
 cmake --install "$rt" >/dev/null
-cmake -S examples/android -B "$ARM_BUILD/android-example" -DCMAKE_TOOLCHAIN_FILE=$TOOLCHAIN \
+cmake -S examples/android -B "$ARM_BUILD/android-example" -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" \
   -Drelaxc_DIR="$PWD/$rt/install/lib/cmake/relaxc" >/dev/null
 cmake --build "$ARM_BUILD/android-example" >/dev/null
 printf 'graph_fn main(x: f32[n], y: f32[n]) -> f32[n] {\n  a = multiply(x, y)\n  b = add(a, x)\n  return b\n}\n' >"$work/xy.rx"
