@@ -224,6 +224,11 @@ if((BUILD_TESTING OR NOT DEFINED BUILD_TESTING) AND NOT RX_RUNTIME_ONLY)
   if(EXISTS /usr/share/vulkan/icd.d/lvp_icd.x86_64.json AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
     list(APPEND RX_RT_VK_ENV "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
                              "VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")
+  elseif(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR MATCHES "aarch64|arm64")
+    # the aarch64 build under qemu-user (cmake/toolchains/aarch64-linux-gnu.cmake, scripts/arm64.sh):
+    # Debian's arm64 lavapipe (mesa-vulkan-drivers:arm64) and validation layer (:arm64 too)
+    list(APPEND RX_RT_VK_ENV "VK_DRIVER_FILES=/usr/share/vulkan/icd.d/lvp_icd.aarch64.json"
+                             "VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.aarch64.json")
   endif()
   # In a sanitized build the Vulkan loader unloads lavapipe at vkDestroyInstance, before
   # LeakSanitizer reports; lavapipe's own process-lifetime allocations (Mesa 22.3.6-1+deb12u2:

@@ -35,8 +35,14 @@ set +e -uo pipefail # sourced by deps.sh, which runs under set -e
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ -z "${PACKAGES+x}" ]; then # run directly: take the lists from deps.sh
-  eval "$(sed -n '/^PACKAGES=(/,/^)/p; /^OPTIONAL=(/,/^)/p' "$ROOT/scripts/deps.sh")"
+  eval "$(sed -n '/^PACKAGES=(/,/^)/p; /^ARM64_PACKAGES=(/,/^)/p; /^OPTIONAL=(/,/^)/p' "$ROOT/scripts/deps.sh")"
 fi
+# the arm64 group (deps.sh --arm64) is named where it is installed (dpkg's names carry no :arm64)
+for p in "${ARM64_PACKAGES[@]:-}"; do
+  if [ -n "$p" ] && dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    PACKAGES+=("${p%%:*}")
+  fi
+done
 
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT

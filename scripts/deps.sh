@@ -3,6 +3,9 @@
 # everything is present. Called by `make demo` and `make test`.
 #   bash scripts/deps.sh --check [BUILD_DIR...]   lists the packages the build and the tests use
 #     that PACKAGES does not name (exit status 1 if any); see scripts/deps-check.sh. CI runs it.
+#   bash scripts/deps.sh --arm64   PACKAGES and ARM64_PACKAGES: the aarch64 cross build and its
+#     runs under qemu-user (scripts/arm64.sh; about 300 MB more, so not in the default install).
+#     Enables dpkg's arm64 architecture first (multiarch) when it is not. CI runs it.
 # Needs Debian's apt and dpkg (what it installs with); scripts/fresh-chroot.sh tries it all in
 # a fresh bookworm chroot.
 set -euo pipefail
@@ -52,6 +55,19 @@ PACKAGES=(
                  # because the check runs it)
 )
 
+# The aarch64 cross build and its runs under qemu-user (scripts/arm64.sh, deps.sh --arm64).
+# `--check` counts them as named where they are installed (scripts/deps-check.sh).
+ARM64_PACKAGES=(
+  gcc-aarch64-linux-gnu     # Debian's cross compiler (cmake/toolchains/aarch64-linux-gnu.cmake)
+  libc6-dev-arm64-cross     # its sysroot: /usr/aarch64-linux-gnu (libc, libm, pthreads, libdl)
+  qemu-user                 # qemu-aarch64: runs the arm64 relaxc and tests on this machine
+  libc6:arm64               # the arm64 loader and libc qemu-aarch64 runs the programs with (the
+                            # ones the two below come with; not the cross sysroot's: they differ)
+  libvulkan1:arm64          # the arm64 Vulkan loader (multiarch: /usr/lib/aarch64-linux-gnu)
+  mesa-vulkan-drivers:arm64 # the arm64 lavapipe (lvp_icd.aarch64.json)
+  vulkan-validationlayers:arm64 # the Khronos validation layer the runtime's tests open (arm64 copy)
+)
+
 # What the tree can use but no Debian package provides, so --check accepts its absence: find_*
 # variables, headers, dlopen'd library names (without .so), Python modules, Vulkan layers.
 # shellcheck disable=SC2034 # read by scripts/deps-check.sh
@@ -63,6 +79,9 @@ OPTIONAL=(
   libnvrtc                  # NVRTC of the CUDA toolkit (/usr/local/cuda), not a Debian package
   RX_CUDA_H_DIR             # the toolkit's cuda.h (/usr/local/cuda/include); runtime.cuda_decls skips without it
   dispatch/dispatch.h       # Apple's libdispatch: the Metal backend on macOS only
+  TargetConditionals.h      # Apple SDKs: runtime/metal/metal.c tells macOS from iOS with it
+  qemu-aarch64              # the arm64 group (deps.sh --arm64): a machine without it builds and
+  qemu-aarch64-static       # tests everything else (cmake/toolchains/aarch64-linux-gnu.cmake)
   lit                       # lit.cfg.py's module: lit.py (llvm-14-tools) puts it on sys.path
   openai                    # tests/serve/client_*.py: from PyPI into build/venv-serve
   jsonschema                # (scripts/serve-venv.sh, tests/serve/requirements.txt), not Debian's
@@ -77,8 +96,22 @@ if [ "${1:-}" = --check ]; then
   exit 2
 fi
 
+want=("${PACKAGES[@]}")
+refresh="" # set when the package lists must be fetched again
+if [ "${1:-}" = --arm64 ]; then
+  want+=("${ARM64_PACKAGES[@]}")
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "deps.sh: --arm64 needs root to enable dpkg's arm64 architecture (dpkg --add-architecture arm64)" >&2
+      exit 1
+    fi
+    dpkg --add-architecture arm64
+    refresh=1 # the lists have no arm64 packages yet
+  fi
+fi
+
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${want[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
@@ -98,7 +131,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 # refresh the package lists when they are missing or older than a day
-if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages' -mtime -1 2>/dev/null | head -1)" ]; then
+if [ -n "$refresh" ] || [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*_Packages' -mtime -1 2>/dev/null | head -1)" ]; then
   $SUDO apt-get update -qq
 fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -24,6 +24,7 @@
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"
 #include "ir/ir.h"
+#include "relaxc/compiler.h" /* rx_batch_function (not only through onnx_import.h) */
 #include "targets/target.h"
 
 #ifdef RX_HAVE_ONNX

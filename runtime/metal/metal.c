@@ -19,6 +19,9 @@
  * - Timers: Metal has no timestamps inside a command buffer without counter sample buffers; a
  *   timer measures the GPU time (GPUEndTime - GPUStartTime) of the command buffers committed
  *   between start and stop, each of which ends the current batch. */
+#if defined(__APPLE__)
+#include <TargetConditionals.h>
+#endif
 #include <dispatch/dispatch.h>
 #include <objc/message.h>
 #include <objc/runtime.h>
@@ -36,7 +39,15 @@ typedef struct NSRange {
 } NSRange;
 
 extern id MTLCreateSystemDefaultDevice(void);
-extern id MTLCopyAllDevices(void); /* NSArray<id<MTLDevice>>, retained (macOS) */
+/* MTLCopyAllDevices exists on macOS only: iOS, iPadOS, tvOS and visionOS have one GPU, and their
+ * Metal.framework has no such symbol (a reference to it fails the link; docs/mobile.md). Not
+ * Apple (the compile check against tests/runtime/objc_stub): as on macOS. */
+#if !defined(TARGET_OS_OSX) || TARGET_OS_OSX
+#define MT_ALL_DEVICES 1
+extern id MTLCopyAllDevices(void); /* NSArray<id<MTLDevice>>, retained */
+#else
+#define MT_ALL_DEVICES 0
+#endif
 extern void *objc_autoreleasePoolPush(void);
 extern void objc_autoreleasePoolPop(void *pool);
 
@@ -99,14 +110,16 @@ static rx_status mt_check(void) {
 }
 
 static id device_at(int index) {
-  id all = MTLCopyAllDevices();
   id dev = nil;
+#if MT_ALL_DEVICES
+  id all = MTLCopyAllDevices();
   if (all && (NSUInteger)index < MSG(NSUInteger)(all, SELN("count"))) {
     dev = MSG(id, NSUInteger)(all, SELN("objectAtIndex:"), (NSUInteger)index);
     MSG(id)(dev, SELN("retain"));
   }
   release(all);
-  if (!dev && index == 0) dev = MTLCreateSystemDefaultDevice(); /* iOS: no MTLCopyAllDevices list */
+#endif
+  if (!dev && index == 0) dev = MTLCreateSystemDefaultDevice(); /* iOS: the one device */
   return dev;
 }
 
