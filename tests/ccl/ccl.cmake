@@ -1,0 +1,28 @@
+# tests/ccl/ccl.cmake: the collective builtins (runtime/ccl) under mpirun on lavapipe, one Vulkan
+# device per rank (included by tests/CMakeLists.txt; needs the runtime built with MPI and
+# Open MPI's mpirun; the runtime opens libmpi.so.40 itself). Each run takes seconds; the timeouts
+# are the proof that nothing hangs.
+find_program(RX_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
+add_executable(ccl_test ${CMAKE_CURRENT_LIST_DIR}/ccl_test.c)
+target_include_directories(ccl_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../unit ${CMAKE_SOURCE_DIR})
+target_link_libraries(ccl_test PRIVATE relaxc_core relaxc_runtime)
+if(NOT RX_MPIRUN)
+  message(WARNING "relaxc: mpirun not found (Debian: openmpi-bin): the ccl tests are left out")
+  return()
+endif()
+# as root (CI's containers) OpenMPI wants --allow-run-as-root; --oversubscribe: 4 ranks on 2 cores
+set(RX_MPIRUN_ARGS --allow-run-as-root --oversubscribe)
+foreach(n 2 4)
+  add_test(NAME ccl.mpi_${n} COMMAND ${RX_MPIRUN} ${RX_MPIRUN_ARGS} -n ${n} $<TARGET_FILE:ccl_test>)
+  set_tests_properties(ccl.mpi_${n} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}" LABELS "vulkan;mpi"
+                       TIMEOUT 120 SKIP_RETURN_CODE 77)
+endforeach()
+# a rank that exits or is killed in the middle ends the job with an error naming it, in time
+foreach(mode die kill)
+  add_test(NAME ccl.rank_${mode}
+           COMMAND ${CMAKE_COMMAND} -DMPIRUN=${RX_MPIRUN} "-DMPIRUN_ARGS=${RX_MPIRUN_ARGS}"
+                   -DTEST=$<TARGET_FILE:ccl_test> -DMODE=--${mode} -P
+                   ${CMAKE_CURRENT_LIST_DIR}/die.cmake)
+  set_tests_properties(ccl.rank_${mode} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
+                       LABELS "vulkan;mpi" TIMEOUT 120)
+endforeach()
