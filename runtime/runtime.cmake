@@ -79,6 +79,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/weights.c
   ${RX_RUNTIME_DIR}/ccl/comm.c
   ${RX_RUNTIME_DIR}/ccl/builtins.c
+  ${RX_RUNTIME_DIR}/ccl/nccl.c
   ${RX_RUNTIME_DIR}/null/null.c
   ${RX_RUNTIME_ROOT}/base/base.c
   ${RX_RUNTIME_ROOT}/base/crc32.c       # the sections' CRC-32 (runtime/artifact.c)

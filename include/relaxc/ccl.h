@@ -37,7 +37,14 @@ RX_API void rx_rt_comm_retain(rx_rt_comm *c);
 RX_API void rx_rt_comm_release(rx_rt_comm *c); /* NULL is fine */
 RX_API int rx_rt_comm_rank(const rx_rt_comm *c);
 RX_API int rx_rt_comm_size(const rx_rt_comm *c);
-RX_API const char *rx_rt_comm_backend(const rx_rt_comm *c); /* "mpi" */
+RX_API const char *rx_rt_comm_backend(const rx_rt_comm *c); /* "mpi", or "nccl" once enabled */
+/* Makes NCCL's communicator beside MPI's, on CUDA device d (a collective: every rank calls it,
+ * each with its own device): libnccl.so.2 opened at run time, ncclUniqueId made by rank 0 and
+ * broadcast over MPI. From then on the builtins of an artifact on d run NCCL's collectives on
+ * the device's memory in its stream order (no staging through host memory); MPI still carries
+ * the ranks' agreement checks and rx_rt_comm_*_host. Fails on every rank, saying why, when any
+ * rank cannot (no libnccl, not a CUDA device). */
+RX_API rx_status rx_rt_comm_enable_nccl(rx_rt_comm *c, rx_rt_device *d);
 
 /* Host-memory collectives for drivers (rank 0 broadcasting the sampled tokens, agreeing on a
  * count): bytes from root's data into every rank's data; and an integer maximum over ranks. */

@@ -126,6 +126,88 @@ static rx_status finish(rx_rt_comm *comm, double t0, rx_status s) {
   return s;
 }
 
+/* ---- on the device, with NCCL (rt_nccl_on): no staging through host memory ---- */
+static rx_status wrap(rx_rt_tensor *t, rx_status s, rx_rt_value **result) {
+  if (!s) s = rx_rt_value_from_tensor(t, result);
+  rx_rt_tensor_release(t);
+  return s;
+}
+
+/* n blocks of bytes each: block (i, j) of src ([a][b] blocks) to block (j, i) of dst */
+static rx_status transpose_blocks(rx_rt_buffer *src, rx_rt_buffer *dst, size_t a, size_t b,
+                                  size_t bytes) {
+  for (size_t i = 0; i < a && bytes; i++)
+    for (size_t j = 0; j < b; j++)
+      RX_RETURN_IF_ERROR(
+          rx_rt_buffer_copy(src, (i * b + j) * bytes, dst, (j * a + i) * bytes, bytes));
+  return NULL;
+}
+
+static rx_status dev_allreduce(const vm_extern_call *c, rx_rt_comm *comm, rx_rt_tensor *x,
+                               int64_t op, rx_rt_value **result) {
+  rx_dtype dt = rx_rt_tensor_dtype(x);
+  rx_rt_tensor *out = NULL;
+  RX_RETURN_IF_ERROR(
+      rx_rt_tensor_create(c->device, dt, rx_rt_tensor_ndim(x), rx_rt_tensor_shape(x), &out));
+  return wrap(out,
+              rt_nccl_allreduce(comm, rx_rt_tensor_buffer(x), rx_rt_tensor_buffer(out),
+                                rx_rt_tensor_bytes(x) / rx_rt_dtype_size(dt), dt, (rt_ccl_op)op),
+              result);
+}
+
+/* gathered into out (outer 1) or into a buffer of [w][outer][row] transposed into out */
+static rx_status dev_allgather(const vm_extern_call *c, rx_rt_comm *comm, rx_rt_tensor *x,
+                               const int64_t *shape, size_t outer, rx_rt_value **result) {
+  int w = rx_rt_comm_size(comm);
+  size_t bytes = rx_rt_tensor_bytes(x);
+  rx_rt_tensor *out = NULL;
+  rx_rt_buffer *tmp = NULL;
+  RX_RETURN_IF_ERROR(
+      rx_rt_tensor_create(c->device, rx_rt_tensor_dtype(x), rx_rt_tensor_ndim(x), shape, &out));
+  rx_status s = NULL;
+  if (outer == 1)
+    s = rt_nccl_allgather(comm, rx_rt_tensor_buffer(x), rx_rt_tensor_buffer(out), bytes);
+  else {
+    s = rx_rt_buffer_alloc(c->device, bytes * (size_t)w, &tmp);
+    if (!s) s = rt_nccl_allgather(comm, rx_rt_tensor_buffer(x), tmp, bytes);
+    if (!s) s = transpose_blocks(tmp, rx_rt_tensor_buffer(out), (size_t)w, outer, bytes / outer);
+    rx_rt_buffer_release(tmp);
+  }
+  return wrap(out, s, result);
+}
+
+/* x ([outer][w][blk]) transposed into [w][outer][blk] where outer > 1, then reduce-scattered */
+static rx_status dev_reduce_scatter(const vm_extern_call *c, rx_rt_comm *comm, rx_rt_tensor *x,
+                                    const int64_t *shape, size_t outer, int64_t op,
+                                    rx_rt_value **result) {
+  int w = rx_rt_comm_size(comm);
+  rx_dtype dt = rx_rt_tensor_dtype(x);
+  size_t bytes = rx_rt_tensor_bytes(x), count = bytes / rx_rt_dtype_size(dt) / (size_t)w;
+  rx_rt_tensor *out = NULL;
+  rx_rt_buffer *src = rx_rt_tensor_buffer(x), *tmp = NULL;
+  RX_RETURN_IF_ERROR(rx_rt_tensor_create(c->device, dt, rx_rt_tensor_ndim(x), shape, &out));
+  rx_status s = NULL;
+  if (outer > 1) {
+    s = rx_rt_buffer_alloc(c->device, bytes, &tmp);
+    if (!s) s = transpose_blocks(src, tmp, outer, (size_t)w, bytes / outer / (size_t)w);
+    src = tmp;
+  }
+  if (!s) s = rt_nccl_reduce_scatter(comm, src, rx_rt_tensor_buffer(out), count, dt, (rt_ccl_op)op);
+  rx_rt_buffer_release(tmp);
+  return wrap(out, s, result);
+}
+
+static rx_status dev_broadcast(const vm_extern_call *c, rx_rt_comm *comm, rx_rt_tensor *x,
+                               int64_t root, rx_rt_value **result) {
+  rx_rt_tensor *out = NULL;
+  RX_RETURN_IF_ERROR(rx_rt_tensor_create(c->device, rx_rt_tensor_dtype(x), rx_rt_tensor_ndim(x),
+                                         rx_rt_tensor_shape(x), &out));
+  return wrap(out,
+              rt_nccl_bcast(comm, rx_rt_tensor_buffer(x), rx_rt_tensor_buffer(out),
+                            rx_rt_tensor_bytes(x), (int)root),
+              result);
+}
+
 /* ---- rx_ccl_allreduce(x, prim(op)) ---- */
 rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *args, size_t nargs,
                                    rx_rt_value **result) {
@@ -143,6 +225,9 @@ rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *
   double t0 = rt_ccl_now();
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, op ? "op max" : "op sum", op, 0) : NULL;
+  if (!s && rt_nccl_on(comm, c->device))
+    return finish(comm, t0,
+                  base_status_annotate(dev_allreduce(c, comm, x, op, result), "%s", c->name));
   if (!s) s = read_host(x, &buf);
   if (!s && comm)
     s = rt_ccl_allreduce(comm, buf, rx_rt_tensor_bytes(x) / rx_rt_dtype_size(dt), dt,
@@ -177,6 +262,13 @@ rx_status rt_ccl_builtin_allgather(const vm_extern_call *c, rx_rt_value *const *
   void *buf = NULL;
   uint8_t *all = NULL, *out = NULL;
   rx_status s = comm ? agree(c, comm, x, "the same axis", axis, 0) : NULL;
+  if (!s && rt_nccl_on(comm, c->device)) {
+    int64_t shape[RX_RT_MAX_NDIM];
+    memcpy(shape, rx_rt_tensor_shape(x), sizeof shape[0] * (size_t)rx_rt_tensor_ndim(x));
+    shape[axis] *= w;
+    s = dev_allgather(c, comm, x, shape, outer, result);
+    return finish(comm, t0, base_status_annotate(s, "%s", c->name));
+  }
   if (!s) s = read_host(x, &buf);
   if (!s && !(all = malloc(bytes * (size_t)w + 1)))
     s = rt_oom("allgather's blocks", bytes * (size_t)w);
@@ -233,6 +325,13 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
   void *buf = NULL;
   uint8_t *packed = NULL, *out = NULL;
   rx_status s = comm ? agree(c, comm, x, op ? "op max" : "op sum", axis, op) : NULL;
+  if (!s && rt_nccl_on(comm, c->device)) {
+    int64_t shape[RX_RT_MAX_NDIM];
+    memcpy(shape, rx_rt_tensor_shape(x), sizeof shape[0] * (size_t)rx_rt_tensor_ndim(x));
+    shape[axis] /= w;
+    s = dev_reduce_scatter(c, comm, x, shape, outer, op, result);
+    return finish(comm, t0, base_status_annotate(s, "%s", c->name));
+  }
   if (!s) s = read_host(x, &buf);
   if (!s && !(packed = malloc(bytes + 1))) s = rt_oom("reduce_scatter's blocks", bytes);
   if (!s && !(out = malloc(bytes / (size_t)w + 1))) s = rt_oom("reduce_scatter's result", bytes);
@@ -274,6 +373,9 @@ rx_status rt_ccl_builtin_broadcast(const vm_extern_call *c, rx_rt_value *const *
   double t0 = rt_ccl_now();
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, "the same root", root, 0) : NULL;
+  if (!s && rt_nccl_on(comm, c->device))
+    return finish(comm, t0,
+                  base_status_annotate(dev_broadcast(c, comm, x, root, result), "%s", c->name));
   if (!s) s = read_host(x, &buf);
   if (!s && comm) s = rt_ccl_bcast(comm, buf, rx_rt_tensor_bytes(x), (int)root);
   if (!s)
@@ -321,8 +423,11 @@ rx_status rt_ccl_builtin_send(const vm_extern_call *c, rx_rt_value *const *args,
   h[0] = rx_rt_tensor_dtype(x);
   h[1] = nd;
   memcpy(h + 2, rx_rt_tensor_shape(x), sizeof(int64_t) * (size_t)nd);
-  rx_status s = bytes ? rx_rt_tensor_read(x, msg + hdr, bytes) : NULL;
-  if (!s) s = rt_ccl_send(comm, msg, hdr + bytes, (int)peer);
+  /* with NCCL the header goes over MPI and the elements over NCCL, device to device */
+  bool dev = rt_nccl_on(comm, c->device);
+  rx_status s = bytes && !dev ? rx_rt_tensor_read(x, msg + hdr, bytes) : NULL;
+  if (!s) s = rt_ccl_send(comm, msg, hdr + (dev ? 0 : bytes), (int)peer);
+  if (!s && dev) s = rt_nccl_send(comm, rx_rt_tensor_buffer(x), bytes, (int)peer);
   free(msg);
   if (!s) {
     rx_rt_value_retain(args[0]);
@@ -330,6 +435,46 @@ rx_status rt_ccl_builtin_send(const vm_extern_call *c, rx_rt_value *const *args,
   }
   return finish(comm, t0,
                 s ? base_status_annotate(s, "%s to rank %lld", c->name, (long long)peer) : NULL);
+}
+
+/* The message msg (got bytes) from peer checked against the type expected, and the elements:
+ * from the message, or with NCCL received on the device after it (drained into a scratch
+ * buffer when the types differ, so that the sender's NCCL send completes). */
+static rx_status receive(const vm_extern_call *c, rx_rt_comm *comm, int peer, rx_dtype dtype,
+                         int nd, const int64_t *shape, const void *msg, size_t got,
+                         rx_rt_value **result) {
+  bool dev = rt_nccl_on(comm, c->device);
+  char want[128], have[128] = "a malformed message";
+  vm_format_type(want, sizeof want, dtype, nd, shape);
+  const int64_t *h = msg;
+  size_t bytes = rx_rt_dtype_size(dtype), sent = 0;
+  for (int i = 0; i < nd; i++) bytes *= (size_t)shape[i];
+  bool valid = got >= MSG_HEADER(0) && h[1] >= 0 && h[1] <= RX_RT_MAX_NDIM &&
+               got >= MSG_HEADER(h[1]) && h[0] > 0 && h[0] < RX_DTYPE_COUNT;
+  if (valid) {
+    vm_format_type(have, sizeof have, (rx_dtype)h[0], (int)h[1], h + 2);
+    sent = rx_rt_dtype_size((rx_dtype)h[0]);
+    for (int i = 0; i < h[1]; i++) sent *= (size_t)h[2 + i];
+  }
+  bool ok = valid && h[0] == dtype && h[1] == nd &&
+            !memcmp(h + 2, shape, sizeof(int64_t) * (size_t)nd) &&
+            got == MSG_HEADER(nd) + (dev ? 0 : bytes);
+  rx_status s = NULL;
+  if (ok && dev) {
+    rx_rt_tensor *out = NULL;
+    RX_RETURN_IF_ERROR(rx_rt_tensor_create(c->device, dtype, nd, shape, &out));
+    return wrap(out, rt_nccl_recv(comm, rx_rt_tensor_buffer(out), bytes, peer), result);
+  }
+  if (ok) return make_result(c, dtype, nd, shape, (const uint8_t *)msg + MSG_HEADER(nd), result);
+  if (valid && dev && got == MSG_HEADER(h[1])) {
+    rx_rt_buffer *scratch = NULL;
+    s = rx_rt_buffer_alloc(c->device, sent ? sent : 1, &scratch);
+    if (!s) s = rt_nccl_recv(comm, scratch, sent, peer);
+    rx_rt_buffer_release(scratch);
+    rx_status_free(s);
+  }
+  return base_status_make(RX_ERR_INVALID, "expected %s from rank %d, received %s", want, peer,
+                          have);
 }
 
 /* ---- rx_ccl_recv(prim(peer), prim(dtype), prim(d0), ...) ---- */
@@ -351,23 +496,7 @@ rx_status rt_ccl_builtin_recv(const vm_extern_call *c, rx_rt_value *const *args,
   void *msg = NULL;
   size_t got = 0;
   rx_status s = rt_ccl_recv(comm, (int)peer, &msg, &got);
-  if (!s) {
-    char want[128], have[128] = "a malformed message";
-    vm_format_type(want, sizeof want, (rx_dtype)dtype, nd, shape);
-    const int64_t *h = msg;
-    size_t bytes = rx_rt_dtype_size((rx_dtype)dtype);
-    for (int i = 0; i < nd; i++) bytes *= (size_t)shape[i];
-    bool ok = got >= MSG_HEADER(0) && h[1] >= 0 && h[1] <= RX_RT_MAX_NDIM &&
-              got >= MSG_HEADER(h[1]) && h[0] > 0 && h[0] < RX_DTYPE_COUNT;
-    if (ok) vm_format_type(have, sizeof have, (rx_dtype)h[0], (int)h[1], h + 2);
-    ok = ok && h[0] == dtype && h[1] == nd && !memcmp(h + 2, shape, sizeof(int64_t) * (size_t)nd) &&
-         got == MSG_HEADER(nd) + bytes;
-    if (!ok)
-      s = base_status_make(RX_ERR_INVALID, "expected %s from rank %lld, received %s", want,
-                           (long long)peer, have);
-    else
-      s = make_result(c, (rx_dtype)dtype, nd, shape, (uint8_t *)msg + MSG_HEADER(nd), result);
-  }
+  if (!s) s = receive(c, comm, (int)peer, (rx_dtype)dtype, nd, shape, msg, got, result);
   free(msg);
   return finish(comm, t0,
                 s ? base_status_annotate(s, "%s from rank %lld", c->name, (long long)peer) : NULL);

@@ -8,6 +8,19 @@
 #include "relaxc/ccl.h"
 #include "runtime/vm.h"
 
+/* A communicator: MPI's (host memory, launching, bootstrapping), and NCCL's on one CUDA device
+ * where rx_rt_comm_enable_nccl made it (runtime/ccl/nccl.c). */
+struct rx_rt_comm {
+  int refs;
+  int rank, size;
+  double seconds; /* in the builtins (rt_ccl_account) */
+  uint64_t calls;
+  void *comm;                /* MPI_Comm (Open MPI: a pointer) */
+  void *half_ops[2][2];      /* MPI_Op of [f16, bf16][sum, max] */
+  void *nccl;                /* ncclComm_t; NULL: none */
+  rx_rt_device *nccl_device; /* the CUDA device NCCL's communicator lives on (retained) */
+};
+
 typedef enum rt_ccl_op { RT_CCL_SUM = 0, RT_CCL_MAX = 1 } rt_ccl_op;
 
 /* true when dtype can be reduced (f32, f16, bf16, f64, i32, i64). */
@@ -27,6 +40,22 @@ rx_status rt_ccl_recv(rx_rt_comm *c, int peer, void **out, size_t *out_bytes);
 rx_status rt_ccl_all_ok(rx_rt_comm *c, bool ok, bool *out_all);
 /* *out_same: every rank passed the same key (a collective). */
 rx_status rt_ccl_same(rx_rt_comm *c, int64_t key, bool *out_same);
+/* ---- NCCL (runtime/ccl/nccl.c): collectives on a CUDA device's memory, in its stream order ----
+ */
+/* true when c has NCCL on device d (the builtins then skip the staging through host memory) */
+bool rt_nccl_on(const rx_rt_comm *c, const rx_rt_device *d);
+void rt_nccl_free(rx_rt_comm *c); /* at the communicator's release */
+rx_status rt_nccl_allreduce(rx_rt_comm *c, rx_rt_buffer *src, rx_rt_buffer *dst, size_t count,
+                            rx_dtype dtype, rt_ccl_op op);
+rx_status rt_nccl_allgather(rx_rt_comm *c, rx_rt_buffer *src, rx_rt_buffer *dst, size_t bytes);
+/* src: size blocks of count elements; dst: count */
+rx_status rt_nccl_reduce_scatter(rx_rt_comm *c, rx_rt_buffer *src, rx_rt_buffer *dst, size_t count,
+                                 rx_dtype dtype, rt_ccl_op op);
+rx_status rt_nccl_bcast(rx_rt_comm *c, rx_rt_buffer *src, rx_rt_buffer *dst, size_t bytes,
+                        int root);
+rx_status rt_nccl_send(rx_rt_comm *c, rx_rt_buffer *src, size_t bytes, int peer);
+rx_status rt_nccl_recv(rx_rt_comm *c, rx_rt_buffer *dst, size_t bytes, int peer);
+
 /* The builtins' time (rx_rt_comm_stats). */
 void rt_ccl_account(rx_rt_comm *c, double seconds);
 double rt_ccl_now(void);

@@ -20,15 +20,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-struct rx_rt_comm {
-  int refs;
-  int rank, size;
-  double seconds; /* in the builtins (rt_ccl_account) */
-  uint64_t calls;
-  mpi_handle comm;
-  mpi_handle half_ops[2][2]; /* [f16, bf16][sum, max] */
-};
-
 double rt_ccl_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -48,10 +39,7 @@ bool rt_ccl_reducible(rx_dtype t) {
 void rx_rt_comm_retain(rx_rt_comm *c) { c->refs++; }
 int rx_rt_comm_rank(const rx_rt_comm *c) { return c->rank; }
 int rx_rt_comm_size(const rx_rt_comm *c) { return c->size; }
-const char *rx_rt_comm_backend(const rx_rt_comm *c) {
-  (void)c;
-  return "mpi";
-}
+const char *rx_rt_comm_backend(const rx_rt_comm *c) { return c->nccl ? "nccl" : "mpi"; }
 void rx_rt_comm_stats(const rx_rt_comm *c, double *out_seconds, uint64_t *out_calls) {
   if (out_seconds) *out_seconds = c->seconds;
   if (out_calls) *out_calls = c->calls;
@@ -169,6 +157,7 @@ rx_status rx_rt_comm_create_mpi(rx_rt_comm **out_comm) {
 
 void rx_rt_comm_release(rx_rt_comm *c) {
   if (!c || --c->refs > 0) return;
+  rt_nccl_free(c);
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 2; j++) M.op_free(&c->half_ops[i][j]);
   M.comm_free(&c->comm);

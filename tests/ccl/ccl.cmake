@@ -17,6 +17,25 @@ foreach(n 2 4)
   set_tests_properties(ccl.mpi_${n} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}" LABELS "vulkan;mpi"
                        TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
+# The CUDA path with NCCL on the fake CUDA driver (tests/runtime/fake_cuda.c, runtime.cmake) and
+# the fake NCCL (tests/runtime/fake_nccl.c: libnccl.so.2 in a directory of its own, named by
+# RX_NCCL_LIBRARY), which computes the collectives on the host across the rank processes
+if(TARGET rt_fake_cuda)
+  add_library(rt_fake_nccl SHARED ${CMAKE_SOURCE_DIR}/tests/runtime/fake_nccl.c
+                                  ${CMAKE_SOURCE_DIR}/base/half.c)
+  target_include_directories(rt_fake_nccl PRIVATE ${CMAKE_SOURCE_DIR})
+  set_target_properties(rt_fake_nccl PROPERTIES PREFIX "lib" OUTPUT_NAME "nccl" SUFFIX ".so.2"
+                        C_VISIBILITY_PRESET hidden
+                        LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fake_nccl)
+  add_dependencies(ccl_test rt_fake_nccl rt_fake_cuda)
+  foreach(n 2 4)
+    add_test(NAME ccl.nccl_${n}
+             COMMAND ${RX_MPIRUN} ${RX_MPIRUN_ARGS} -n ${n} $<TARGET_FILE:ccl_test> --cuda
+                     $<TARGET_FILE:rt_fake_cuda>)
+    set_tests_properties(ccl.nccl_${n} PROPERTIES LABELS "cuda;mpi" TIMEOUT 120
+      ENVIRONMENT "LD_LIBRARY_PATH=$<TARGET_FILE_DIR:rt_fake_cuda>;RX_NCCL_LIBRARY=$<TARGET_FILE:rt_fake_nccl>")
+  endforeach()
+endif()
 # a rank that exits or is killed in the middle ends the job with an error naming it, in time
 foreach(mode die kill)
   add_test(NAME ccl.rank_${mode}

@@ -10,6 +10,11 @@
  *                                   in: the job must end with an error, not hang (die.cmake)
  *   mpirun -n N ccl_test --kill     the same with SIGKILL
  *   mpirun -n N ccl_test --bench    time rx_ccl_allreduce of decode-sized rows (bench proposal)
+ *   mpirun -n N ccl_test --cuda FAKE_CUDA
+ *                                   the same checks on CUDA with NCCL (rx_rt_comm_enable_nccl),
+ *                                   on the fake CUDA driver (FAKE_CUDA: its path, opened first)
+ *                                   and the fake NCCL (RX_NCCL_LIBRARY: fake_nccl.c), whose trace
+ *                                   shows the collectives went through NCCL and no misuse
  *
  * Each rank prints its failures; rank 0 prints the total over ranks and every rank exits 1 when
  * any failed. */
@@ -20,6 +25,7 @@
 #include "base/base.h"
 #include "check.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,6 +34,7 @@
 #include <unistd.h>
 
 static int rank, world;
+static const char *target = "vulkan"; /* what the ranks' modules are compiled for */
 
 /* the input of rank r, element i: a few hundred distinct values of both signs */
 static float input_value(int r, int64_t i, rx_dtype dt) {
@@ -94,7 +101,7 @@ static rx_rt_artifact *compile_rank(rx_rt_device *dev, rx_rt_comm *comm, rx_dtyp
   rx_rt_artifact *a = NULL;
   char name[64];
   snprintf(name, sizeof name, "ccl_rank%d_%s.rx", rank, tname(dt));
-  rx_compile_request req = {.targets = "vulkan"};
+  rx_compile_request req = {.targets = target};
   CHECK_OK(rx_module_parse(m, name, text, strlen(text), diag));
   if (!check_failed) CHECK_OK(rx_module_compile(m, &req, diag, &bytes, &len));
   if (bytes) CHECK_OK(rx_rt_artifact_load_memory(dev, bytes, len, name, &a));
@@ -330,8 +337,52 @@ static void bench(rx_rt_artifact *a, rx_rt_device *dev, rx_rt_comm *comm) {
   }
 }
 
+/* The fake NCCL's trace (--cuda): every collective went through NCCL, and nothing was misused. */
+static void check_fake_nccl(void *fake, bool after_release) {
+  int (*count)(const char *) = (int (*)(const char *))dlsym(fake, "fake_nccl_count");
+  int (*ntrace)(void) = (int (*)(void))dlsym(fake, "fake_nccl_trace_count");
+  const char *(*line)(int) = (const char *(*)(int))dlsym(fake, "fake_nccl_trace_line");
+  int (*live)(void) = (int (*)(void))dlsym(fake, "fake_nccl_live");
+  if (!count || !ntrace || !line || !live) {
+    CHECK_MSG(0, "RX_NCCL_LIBRARY is not the fake NCCL (no fake_nccl_count)");
+    return;
+  }
+  if (after_release) {
+    CHECK_MSG(live() == 0, "rank %d: %d NCCL communicators not destroyed", rank, live());
+    return;
+  }
+  CHECK_MSG(count("misuse") == 0, "rank %d: the fake NCCL saw %d misuses", rank, count("misuse"));
+  const char *want[] = {"ncclCommInitRank rank=",
+                        "ncclAllReduce count=1000 float32 sum",
+                        "ncclAllReduce count=33 float16 max",
+                        "ncclAllGather count=",
+                        "ncclReduceScatter count=2000 float32 sum",
+                        "ncclReduceScatter count=66 float16 max",
+                        "ncclBroadcast count=2000 int8"};
+  char p2p[64];
+  snprintf(p2p, sizeof p2p, "ncclRecv count=4000 int8 peer=%d", rank ^ 1);
+  for (size_t k = 0; k <= sizeof want / sizeof want[0]; k++) {
+    const char *w = k < sizeof want / sizeof want[0] ? want[k] : p2p;
+    bool found = false;
+    for (int i = 0; i < ntrace() && !found; i++) found = strstr(line(i), w) == line(i);
+    CHECK_MSG(found, "rank %d: no '%s' in the fake NCCL's trace", rank, w);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
+  bool cuda = !strcmp(mode, "--cuda");
+  void *fake_cuda = NULL, *fake_nccl = NULL;
+  if (cuda) { /* the fakes first, so that the runtime's dlopen finds them (ccl.cmake) */
+    const char *nccl = getenv("RX_NCCL_LIBRARY");
+    fake_cuda = argc > 2 ? dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL) : NULL;
+    fake_nccl = nccl ? dlopen(nccl, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!fake_cuda || !fake_nccl) {
+      fprintf(stderr, "--cuda FAKE_CUDA with RX_NCCL_LIBRARY=FAKE_NCCL: %s\n", dlerror());
+      return 1;
+    }
+    target = "cuda";
+  }
   bool die = !strcmp(mode, "--die") || !strcmp(mode, "--kill"), do_bench = !strcmp(mode, "--bench");
   setvbuf(stdout, NULL, _IOLBF, 0);
   rx_rt_comm *comm = NULL;
@@ -344,16 +395,19 @@ int main(int argc, char **argv) {
   rank = rx_rt_comm_rank(comm), world = rx_rt_comm_size(comm);
   rx_rt_device_options o = {.validation = -1};
   rx_rt_device *dev = NULL;
-  s = rx_rt_device_open("vulkan:0", &o, &dev);
+  s = rx_rt_device_open(cuda ? "cuda:0" : "vulkan:0", &o, &dev);
   int64_t absent = s != NULL;
   CHECK_OK(rx_rt_comm_max_host(comm, &absent));
   if (absent) {
-    if (rank == 0) printf("SKIP: vulkan:0: %s\n", s ? rx_status_message(s) : "absent on a rank");
+    if (rank == 0)
+      printf("SKIP: %s:0: %s\n", target, s ? rx_status_message(s) : "absent on a rank");
     rx_status_free(s);
     rx_rt_device_release(dev);
     rx_rt_comm_release(comm);
     return 77;
   }
+  if (cuda) CHECK_OK(rx_rt_comm_enable_nccl(comm, dev));
+  if (cuda && rank == 0) printf("communicator: %s\n", rx_rt_comm_backend(comm));
   for (int di = 0; di < 2 && !check_failed; di++) {
     rx_dtype dt = di ? RX_DTYPE_F16 : RX_DTYPE_F32;
     rx_rt_artifact *a = compile_rank(dev, comm, dt);
@@ -377,6 +431,7 @@ int main(int argc, char **argv) {
     if (di == 0) check_errors(a, dev);
     rx_rt_artifact_release(a);
   }
+  if (cuda) check_fake_nccl(fake_nccl, false);
   int64_t failed = check_failed, passed = check_passed;
   rx_status s2 = rx_rt_comm_max_host(comm, &failed);
   if (s2) {
@@ -390,5 +445,12 @@ int main(int argc, char **argv) {
   size_t vmsgs = rx_rt_device_validation_messages(dev, NULL);
   rx_rt_device_release(dev);
   rx_rt_comm_release(comm);
+  if (cuda) {
+    int before = check_failed;
+    check_fake_nccl(fake_nccl, true);
+    failed += check_failed - before;
+    dlclose(fake_nccl);
+    dlclose(fake_cuda);
+  }
   return failed || vmsgs ? 1 : 0;
 }
