@@ -45,3 +45,22 @@ foreach(mode die kill)
   set_tests_properties(ccl.rank_${mode} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
                        LABELS "vulkan;mpi" TIMEOUT 120)
 endforeach()
+# mpirun -n 2 relaxc generate (rank 0 drives, rank 1 follows) against one process: tokens equal
+add_test(NAME ccl.generate_2
+         COMMAND ${CMAKE_COMMAND} -DRELAXC=$<TARGET_FILE:relaxc> -DMPIRUN=${RX_MPIRUN}
+                 "-DMPIRUN_ARGS=${RX_MPIRUN_ARGS}"
+                 -DMODEL=${CMAKE_SOURCE_DIR}/tests/llm/models/tiny-llama-gqa
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/ccl_generate -P
+                 ${CMAKE_CURRENT_LIST_DIR}/generate.cmake)
+set_tests_properties(ccl.generate_2 PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}" LABELS "vulkan;mpi"
+                     TIMEOUT 400)
+# runtime/ccl/mpi_api.h against Open MPI's mpi.h (where CMake finds MPI; no MPI is needed to build
+# the runtime itself)
+find_package(MPI COMPONENTS C QUIET)
+if(MPI_C_FOUND)
+  add_executable(rt_mpi_decls_test ${CMAKE_SOURCE_DIR}/tests/runtime/mpi_decls_test.c)
+  target_include_directories(rt_mpi_decls_test PRIVATE ${CMAKE_SOURCE_DIR})
+  target_link_libraries(rt_mpi_decls_test PRIVATE MPI::MPI_C ${CMAKE_DL_LIBS})
+  add_test(NAME runtime.mpi_decls COMMAND rt_mpi_decls_test)
+  set_tests_properties(runtime.mpi_decls PROPERTIES LABELS "runtime;unit")
+endif()
