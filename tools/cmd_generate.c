@@ -216,6 +216,7 @@ int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
     rx_rt_comm_release(mo.comm); /* NULL is fine */
     return fail(s);
   }
+  if (mo.comm) rx_rt_comm_stats_reset(mo.comm); /* the warm-up's collectives not counted */
   int32_t *ids = NULL, *out = NULL;
   size_t n = 0;
   rc = prompt_ids(cmd, &g, m, &ids, &n);
@@ -248,6 +249,15 @@ int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
             st.new_tokens, st.decode_ms,
             st.new_tokens > 1 ? (st.new_tokens - 1) * 1e3 / (st.decode_ms + 1e-9) : 0.0,
             st.stopped_by_eos ? ", stopped at end of sequence" : "", rx_llm_model_device_name(m));
+  }
+  if (!rc && mo.comm) { /* rank 0's time in the collective builtins: the communication share */
+    double sec = 0;
+    uint64_t calls = 0;
+    rx_rt_comm_stats(mo.comm, &sec, &calls);
+    fprintf(stderr,
+            "%d ranks: %llu collectives on rank 0 in %.1f ms (%.1f%% of prefill and decode)\n",
+            rx_rt_comm_size(mo.comm), (unsigned long long)calls, sec * 1e3,
+            100.0 * sec * 1e3 / (st.prefill_ms + st.decode_ms + 1e-9));
   }
   rx_llm_free(ids);
   free(out);
