@@ -12,9 +12,14 @@ if(NOT RX_MPIRUN)
 endif()
 # as root (CI's containers) OpenMPI wants --allow-run-as-root; --oversubscribe: 4 ranks on 2 cores
 set(RX_MPIRUN_ARGS --allow-run-as-root --oversubscribe)
+# In a sanitized build, LeakSanitizer's suppressions (tests/runtime/lsan.supp) must see Open MPI's
+# frames: its libraries are built without frame pointers, so the slow unwinder, and its
+# components stay mapped to the end
+set(RX_CCL_ENV ${RX_RT_VK_ENV} "OMPI_MCA_mca_base_component_disable_dlclose=1")
+list(TRANSFORM RX_CCL_ENV REPLACE "^(LSAN_OPTIONS=.*)$" "\\1:fast_unwind_on_malloc=0")
 foreach(n 2 4)
   add_test(NAME ccl.mpi_${n} COMMAND ${RX_MPIRUN} ${RX_MPIRUN_ARGS} -n ${n} $<TARGET_FILE:ccl_test>)
-  set_tests_properties(ccl.mpi_${n} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}" LABELS "vulkan;mpi"
+  set_tests_properties(ccl.mpi_${n} PROPERTIES ENVIRONMENT "${RX_CCL_ENV}" LABELS "vulkan;mpi"
                        TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
 # The CUDA path with NCCL on the fake CUDA driver (tests/runtime/fake_cuda.c, runtime.cmake) and
@@ -33,7 +38,7 @@ if(TARGET rt_fake_cuda)
              COMMAND ${RX_MPIRUN} ${RX_MPIRUN_ARGS} -n ${n} $<TARGET_FILE:ccl_test> --cuda
                      $<TARGET_FILE:rt_fake_cuda>)
     set_tests_properties(ccl.nccl_${n} PROPERTIES LABELS "cuda;mpi" TIMEOUT 120
-      ENVIRONMENT "LD_LIBRARY_PATH=$<TARGET_FILE_DIR:rt_fake_cuda>;RX_NCCL_LIBRARY=$<TARGET_FILE:rt_fake_nccl>")
+      ENVIRONMENT "${RX_CCL_ENV};LD_LIBRARY_PATH=$<TARGET_FILE_DIR:rt_fake_cuda>;RX_NCCL_LIBRARY=$<TARGET_FILE:rt_fake_nccl>")
   endforeach()
 endif()
 # a rank that exits or is killed in the middle ends the job with an error naming it, in time
@@ -42,15 +47,19 @@ foreach(mode die kill)
            COMMAND ${CMAKE_COMMAND} -DMPIRUN=${RX_MPIRUN} "-DMPIRUN_ARGS=${RX_MPIRUN_ARGS}"
                    -DTEST=$<TARGET_FILE:ccl_test> -DMODE=--${mode} -P
                    ${CMAKE_CURRENT_LIST_DIR}/die.cmake)
-  set_tests_properties(ccl.rank_${mode} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
+  set_tests_properties(ccl.rank_${mode} PROPERTIES ENVIRONMENT "${RX_CCL_ENV}"
                        LABELS "vulkan;mpi" TIMEOUT 120)
 endforeach()
+set(rx_ccl_sanitized 0)
+if(RX_SANITIZE OR CMAKE_C_FLAGS MATCHES "-fsanitize")
+  set(rx_ccl_sanitized 1)
+endif()
 # mpirun -n 2 relaxc generate (rank 0 drives, rank 1 follows) against one process: tokens equal
 add_test(NAME ccl.generate_2
          COMMAND ${CMAKE_COMMAND} -DRELAXC=$<TARGET_FILE:relaxc> -DMPIRUN=${RX_MPIRUN}
                  "-DMPIRUN_ARGS=${RX_MPIRUN_ARGS}"
                  -DMODEL=${CMAKE_SOURCE_DIR}/tests/llm/models/tiny-llama-gqa
-                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/ccl_generate -P
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/ccl_generate -DSANITIZED=${rx_ccl_sanitized} -P
                  ${CMAKE_CURRENT_LIST_DIR}/generate.cmake)
 set_tests_properties(ccl.generate_2 PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}" LABELS "vulkan;mpi"
                      TIMEOUT 400)
