@@ -22,7 +22,7 @@ set(RX_INSTALL_DOCDIR ${CMAKE_INSTALL_DATADIR}/doc/relaxc)
 set_target_properties(relaxc_runtime_shared PROPERTIES EXPORT_NAME runtime)
 set_target_properties(relaxc_runtime PROPERTIES EXPORT_NAME runtime_static)
 set(rx_install_targets relaxc_runtime_shared relaxc_runtime)
-set(rx_headers runtime.h llm.h autobatch.h types.h) # what librelaxc_runtime implements
+set(rx_headers runtime.h llm.h autobatch.h ccl.h types.h) # what librelaxc_runtime implements
 if(NOT RX_RUNTIME_ONLY)
   set_target_properties(relaxc_shared PROPERTIES EXPORT_NAME compiler)
   set_target_properties(relaxc_core PROPERTIES EXPORT_NAME compiler_static OUTPUT_NAME relaxc)

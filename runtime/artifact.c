@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "relaxc/ccl.h"
 #include "runtime/vm.h"
 
 #define HEADER_BYTES 16u
@@ -32,6 +33,7 @@ static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd
 static void artifact_destroy(rx_rt_artifact *a) {
   const rx_rt_allocator *al = &a->alloc;
   vm_profile_report(a);
+  rx_rt_comm_release(a->comm);
   vm_storages_free(a);
   vm_prepare_free(a);
   vm_weights_free(a);

@@ -1,6 +1,7 @@
 /* runtime/externs.c: the builtins the host program reaches through CALL_EXTERN (vm.h), listed
  * once. An artifact's `extern_fn` declarations name them; a name missing here is an error at the
  * call that names the extern and lists these. */
+#include "runtime/ccl/ccl.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/llm/kv_cache.h"
 
@@ -20,6 +21,12 @@
   X("rx_kv_create", llm_kv_builtin_create, true)                                                   \
   X("rx_kv_extend", llm_kv_builtin_extend, true)                                                   \
   X("rx_kv_pages", llm_kv_builtin_pages, true)                                                     \
+  X("rx_ccl_allreduce", rt_ccl_builtin_allreduce, true)                                            \
+  X("rx_ccl_allgather", rt_ccl_builtin_allgather, true)                                            \
+  X("rx_ccl_reduce_scatter", rt_ccl_builtin_reduce_scatter, true)                                  \
+  X("rx_ccl_broadcast", rt_ccl_builtin_broadcast, true)                                            \
+  X("rx_ccl_send", rt_ccl_builtin_send, true)                                                      \
+  X("rx_ccl_recv", rt_ccl_builtin_recv, true)                                                      \
   RX_BUILTINS_CUDA(X)
 
 static const vm_extern builtins[] = {

@@ -78,9 +78,13 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/replay.c
   ${RX_RUNTIME_DIR}/externs.c
   ${RX_RUNTIME_DIR}/weights.c
+  ${RX_RUNTIME_DIR}/ccl/comm.c
+  ${RX_RUNTIME_DIR}/ccl/builtins.c
+  ${RX_RUNTIME_DIR}/ccl/nccl.c
   ${RX_RUNTIME_DIR}/null/null.c
   ${RX_RUNTIME_ROOT}/base/base.c
   ${RX_RUNTIME_ROOT}/base/crc32.c       # the sections' CRC-32 (runtime/artifact.c)
+  ${RX_RUNTIME_ROOT}/base/half.c        # f16/bf16 reductions of the collectives (runtime/ccl)
   ${RX_RUNTIME_ROOT}/base/safetensors.c # the weights' header (runtime/weights.c)
   ${RX_RUNTIME_ROOT}/base/npy.c)        # base_npy_elem_size, for safetensors.c
 # runtime/llm/: the KV cache, tokenizer, sampler and generation loop (relaxc/llm.h)

@@ -102,6 +102,8 @@ struct rx_rt_artifact {
   int depth; /* CALL_FN nesting of the running call */
   /* RX_PROFILE=1 in the environment at load: device time per program (vm_profile_*) */
   struct vm_profile *profile;
+  struct rx_rt_comm
+      *comm; /* the collectives' communicator (rx_rt_artifact_set_comm); NULL: one rank */
 };
 
 struct rx_rt_tensor {

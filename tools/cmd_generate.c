@@ -10,9 +10,16 @@
  * stdout as it completes, until an end-of-sequence token, --max-tokens or the model's maximum
  * length. At the end, prefill and decode speeds on stderr; --print-ids adds a line with the new
  * token ids, comma-separated. Exit: 0, 1 on an error (a missing file, not an LLM artifact, a
- * prompt longer than the model allows, a full KV cache, a device error), 2 usage. */
+ * prompt longer than the model allows, a full KV cache, a device error), 2 usage.
+ *
+ * Under mpirun (`mpirun -n N relaxc generate MODEL.rxm ...`: Open MPI's OMPI_COMM_WORLD_SIZE in
+ * the environment) each process is a rank of a tensor-parallel run (docs/distributed.md): the
+ * model is loaded with the MPI communicator (rank R's part: MODEL.rankR.rxm where it exists),
+ * rank 0 tokenizes, samples, prints and drives, and the other ranks follow its calls
+ * (rx_llm_model_follow) and print nothing but errors. */
 #include "commands.h"
 
+#include "relaxc/ccl.h"
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
 
@@ -171,15 +178,45 @@ static int prompt_ids(const rx_cli_command *cmd, const gen_cli *g, rx_llm_model 
   return 1;
 }
 
+/* A rank other than 0: loads its part, follows rank 0, and ends when rank 0 does. */
+static int follow(const char *model, const rx_llm_model_options *mo) {
+  rx_llm_model *m = NULL;
+  rx_status s = rx_llm_model_load(model, mo, &m);
+  if (!s) s = rx_llm_model_follow(m);
+  if (!s) /* what this rank's KV cache holds of generate's sequence: rank 0's prompt and tokens */
+    fprintf(stderr, "relaxc: rank %d: followed rank 0: sequence 0 holds %lld tokens\n",
+            rx_rt_comm_rank(mo->comm), (long long)rx_llm_model_seq_len(m, 0));
+  rx_llm_model_free(m);
+  if (s) {
+    fprintf(stderr, "relaxc: rank %d: ", rx_rt_comm_rank(mo->comm));
+    return fail(s);
+  }
+  return 0;
+}
+
 int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
   gen_cli g = {0};
   int rc = parse(cmd, argc, argv, &g);
   if (rc >= 0) return rc;
   rx_llm_model_options mo = {
       .device = g.device, .capacity = g.kv_capacity, .max_seq_len = g.max_seq_len};
+  rx_status s = NULL;
+  const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+  if (world && atoi(world) > 1) { /* under mpirun: a rank of a tensor-parallel run */
+    if ((s = rx_rt_comm_create_mpi(&mo.comm))) return fail(s);
+    if (rx_rt_comm_rank(mo.comm) != 0) {
+      rc = follow(g.model, &mo);
+      rx_rt_comm_release(mo.comm);
+      return rc;
+    }
+  }
   rx_llm_model *m = NULL;
-  rx_status s = rx_llm_model_load(g.model, &mo, &m);
-  if (s) return fail(s);
+  s = rx_llm_model_load(g.model, &mo, &m);
+  if (s) {
+    rx_rt_comm_release(mo.comm); /* NULL is fine */
+    return fail(s);
+  }
+  if (mo.comm) rx_rt_comm_stats_reset(mo.comm); /* the warm-up's collectives not counted */
   int32_t *ids = NULL, *out = NULL;
   size_t n = 0;
   rc = prompt_ids(cmd, &g, m, &ids, &n);
@@ -213,8 +250,18 @@ int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
             st.new_tokens > 1 ? (st.new_tokens - 1) * 1e3 / (st.decode_ms + 1e-9) : 0.0,
             st.stopped_by_eos ? ", stopped at end of sequence" : "", rx_llm_model_device_name(m));
   }
+  if (!rc && mo.comm) { /* rank 0's time in the collective builtins: the communication share */
+    double sec = 0;
+    uint64_t calls = 0;
+    rx_rt_comm_stats(mo.comm, &sec, &calls);
+    fprintf(stderr,
+            "%d ranks: %llu collectives on rank 0 in %.1f ms (%.1f%% of prefill and decode)\n",
+            rx_rt_comm_size(mo.comm), (unsigned long long)calls, sec * 1e3,
+            100.0 * sec * 1e3 / (st.prefill_ms + st.decode_ms + 1e-9));
+  }
   rx_llm_free(ids);
   free(out);
-  rx_llm_model_free(m);
+  rx_llm_model_free(m); /* ends the other ranks' rx_llm_model_follow */
+  rx_rt_comm_release(mo.comm);
   return rc;
 }

@@ -219,6 +219,14 @@ typedef struct rx_llm_model_options {
   int64_t max_seq_len;   /* the longest sequence (prompt and generated tokens) at run time, at
                             most the artifact's (a model compiled with a max_position_embeddings
                             of 2^31 - 1 runs with less); 0: the artifact's */
+  /* Tensor parallelism (relaxc/ccl.h, docs/distributed.md): this process's communicator, or
+   * NULL for one process. With one of several ranks, rank R loads its part of the model
+   * (MODEL.rankR.rxm beside MODEL.rxm where that file exists, else MODEL.rxm whole), the
+   * communicator is attached to its artifact (and NCCL enabled on a CUDA device), and every
+   * rank warms up together. Rank 0 then drives: its prefills, decodes and resets are broadcast
+   * to the other ranks, which run them in rx_llm_model_follow; the tokenizer, the sampler and
+   * the KV cache's bookkeeping are rank 0's (the others' caches follow the same calls). */
+  struct rx_rt_comm *comm;
 } rx_llm_model_options;
 
 /* Loads the artifact at path (weights uploaded once), creates its KV cache and warms up (prefills
@@ -228,7 +236,12 @@ typedef struct rx_llm_model_options {
  * device memory, are the runtime's errors. */
 RX_API rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
                                    rx_llm_model **out_model);
-RX_API void rx_llm_model_free(rx_llm_model *m); /* NULL is fine */
+RX_API void rx_llm_model_free(rx_llm_model *m); /* NULL is fine; rank 0 ends the followers */
+/* Ranks other than 0 of a model loaded with a communicator: runs what rank 0 broadcasts
+ * (prefills, decodes, resets) until rank 0 frees its model, then returns. An error of one call
+ * (the same as rank 0 gets) is printed on stderr with the rank, and the loop goes on; a
+ * communication error ends it. */
+RX_API rx_status rx_llm_model_follow(rx_llm_model *m);
 /* The artifact's tokenizer, or NULL when the folder had no tokenizer.json (borrowed). */
 RX_API const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m);
 /* The artifact's chat template (rx_chat_template_render), or NULL when the model had none

@@ -1,6 +1,7 @@
 /* runtime/llm/model.c: an LLM artifact on a device (relaxc/llm.h "models"): its sections
  * llm.json and tokenizer.json, its KV cache (the artifact's create_kv_cache), the prefill and
  * decode calls, and the generation loop that `relaxc generate` runs. */
+#include "relaxc/ccl.h"
 #include "relaxc/llm.h"
 #include "relaxc/runtime.h"
 #include "runtime/llm/grammar.h"
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LLM_MAX_EOS 8 /* end-of-sequence ids kept (Llama 3 lists 3) */
 
@@ -29,6 +31,8 @@ struct rx_llm_model {
   int32_t eos[LLM_MAX_EOS];
   int neos;
   char device_name[300];
+  rx_rt_comm *comm; /* tensor parallelism (options.comm, retained); NULL: one process */
+  bool leading;     /* rank 0 of several, loaded: broadcasts its calls (llm_lead) */
 };
 
 static const void *section(const rx_rt_artifact *a, const char *name, size_t *out_size) {
@@ -171,6 +175,111 @@ static rx_status warm_up(rx_llm_model *m) {
   return s ? base_status_annotate(s, "warming up") : NULL;
 }
 
+/* ---- tensor parallelism: rank 0 leads, the others follow (options.comm) ---- */
+/* The rank's artifact: MODEL.rankR.rxm beside MODEL.rxm where it exists (one artifact per rank,
+ * until the multi-rank artifact of `relaxc compile --tensor-parallel N`), else MODEL.rxm; the
+ * communicator attached before the warm-up, which every rank runs together. */
+static rx_status load_rank(rx_llm_model *m, rx_rt_comm *comm, const char *path) {
+  char rank_path[4096];
+  const char *p = path;
+  if (comm && rx_rt_comm_size(comm) > 1) {
+    size_t len = strlen(path);
+    if (len > 4 && !strcmp(path + len - 4, ".rxm") && len < sizeof rank_path - 32) {
+      snprintf(rank_path, sizeof rank_path, "%.*s.rank%d.rxm", (int)(len - 4), path,
+               rx_rt_comm_rank(comm));
+      if (access(rank_path, R_OK) == 0) p = rank_path;
+    }
+  }
+  RX_RETURN_IF_ERROR(rx_rt_artifact_load(m->device, p, &m->artifact));
+  if (!comm) return NULL;
+  m->comm = comm;
+  rx_rt_comm_retain(comm);
+  rx_rt_artifact_set_comm(m->artifact, comm);
+  if (rx_rt_device_get_info(m->device)->backend == RX_RT_BACKEND_CUDA &&
+      rx_rt_comm_size(comm) > 1 && strcmp(rx_rt_comm_backend(comm), "nccl"))
+    RX_RETURN_IF_ERROR(rx_rt_comm_enable_nccl(comm, m->device));
+  return NULL;
+}
+
+enum { LLM_CMD_STOP, LLM_CMD_PREFILL, LLM_CMD_DECODE, LLM_CMD_RESET };
+
+/* Rank 0: the call to every rank: a header (command, b, n), then seqs (b), counts (b, prefill)
+ * and ids (n). */
+static rx_status lead(rx_llm_model *m, int cmd, const int64_t *seqs, size_t b, const size_t *counts,
+                      const int32_t *ids, size_t n) {
+  int64_t h[3] = {cmd, (int64_t)b, (int64_t)n};
+  RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, h, sizeof h, 0));
+  if (b) RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, (void *)seqs, b * sizeof *seqs, 0));
+  if (counts) {
+    int64_t *c = malloc(b * sizeof *c);
+    if (!c) return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: counts");
+    for (size_t i = 0; i < b; i++) c[i] = (int64_t)counts[i];
+    rx_status s = rx_rt_comm_broadcast_host(m->comm, c, b * sizeof *c, 0);
+    free(c);
+    RX_RETURN_IF_ERROR(s);
+  }
+  if (n) RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, (void *)ids, n * sizeof *ids, 0));
+  return NULL;
+}
+
+/* A follower's one call, as rank 0 broadcast it. */
+static rx_status follow_one(rx_llm_model *m, const int64_t *h, int64_t *seqs, size_t *counts,
+                            int32_t *ids, float *logits) {
+  size_t b = (size_t)h[1], n = (size_t)h[2];
+  rx_status s = rx_rt_comm_broadcast_host(m->comm, seqs, b * sizeof *seqs, 0);
+  if (!s && h[0] == LLM_CMD_PREFILL) {
+    int64_t *c = (int64_t *)counts; /* size_t and int64_t: the same width here */
+    s = rx_rt_comm_broadcast_host(m->comm, c, b * sizeof *c, 0);
+  }
+  if (!s && n) s = rx_rt_comm_broadcast_host(m->comm, ids, n * sizeof *ids, 0);
+  if (s) return s;
+  rx_status e = NULL;
+  if (h[0] == LLM_CMD_PREFILL)
+    e = rx_llm_prefill_batch(m, seqs, b, ids, n, counts, logits);
+  else if (h[0] == LLM_CMD_DECODE)
+    e = rx_llm_decode(m, seqs, ids, b, logits);
+  else
+    llm_kv_cache_remove(m->kv, seqs[0]);
+  if (e) { /* rank 0 got the same */
+    fprintf(stderr, "relaxc: rank %d: %s\n", rx_rt_comm_rank(m->comm), rx_status_message(e));
+    rx_status_free(e);
+  }
+  return NULL;
+}
+
+rx_status rx_llm_model_follow(rx_llm_model *m) {
+  if (!m || !m->comm || rx_rt_comm_rank(m->comm) == 0)
+    return base_status_make(RX_ERR_INVALID, "rx_llm_model_follow: for the ranks other than 0 of "
+                                            "a model loaded with a communicator");
+  _Static_assert(sizeof(size_t) == sizeof(int64_t), "counts travel as int64");
+  size_t cap = (size_t)m->max_seq_len * (size_t)(m->max_batch > 0 ? m->max_batch : 1);
+  int64_t *seqs = malloc((size_t)m->max_batch * sizeof *seqs + 8);
+  size_t *counts = malloc((size_t)m->max_batch * sizeof *counts + 8);
+  int32_t *ids = malloc(cap * sizeof *ids + 4);
+  float *logits = malloc((size_t)m->max_batch * (size_t)m->vocab * sizeof *logits + 4);
+  rx_status s = NULL;
+  if (!seqs || !counts || !ids || !logits)
+    s = base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a follower's buffers");
+  for (;;) {
+    int64_t h[3] = {0, 0, 0};
+    if (!s) s = rx_rt_comm_broadcast_host(m->comm, h, sizeof h, 0);
+    if (s || h[0] == LLM_CMD_STOP) break;
+    if (h[0] < LLM_CMD_PREFILL || h[0] > LLM_CMD_RESET || h[1] < 1 || h[1] > m->max_batch ||
+        h[2] < 0 || (size_t)h[2] > cap) {
+      s = base_status_make(RX_ERR_INTERNAL, "rank %d: rank 0 sent a call %lld of %lld, %lld",
+                           rx_rt_comm_rank(m->comm), (long long)h[0], (long long)h[1],
+                           (long long)h[2]);
+      break;
+    }
+    s = follow_one(m, h, seqs, counts, ids, logits);
+  }
+  free(seqs);
+  free(counts);
+  free(ids);
+  free(logits);
+  return s;
+}
+
 rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
                             rx_llm_model **out_model) {
   if (!out_model || !path) return base_status_make(RX_ERR_INVALID, "rx_llm_model_load: NULL");
@@ -179,7 +288,7 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
   if (!m) return base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a model");
   m->bos = -1;
   rx_status s = rx_rt_device_open(o ? o->device : NULL, NULL, &m->device);
-  if (!s) s = rx_rt_artifact_load(m->device, path, &m->artifact);
+  if (!s) s = load_rank(m, o ? o->comm : NULL, path);
   if (!s) s = read_meta(m, path);
   if (!s) s = load_tokenizer(m, path);
   if (!s) s = load_chat_template(m, path);
@@ -193,6 +302,7 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
     rx_llm_model_free(m);
     return s;
   }
+  m->leading = m->comm && rx_rt_comm_size(m->comm) > 1 && rx_rt_comm_rank(m->comm) == 0;
   const rx_rt_device_info *info = rx_rt_device_get_info(m->device);
   snprintf(m->device_name, sizeof m->device_name, "%s (%s)", info->name,
            rx_rt_backend_name(info->backend));
@@ -202,6 +312,8 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
 
 void rx_llm_model_free(rx_llm_model *m) {
   if (!m) return;
+  if (m->leading) rx_status_free(lead(m, LLM_CMD_STOP, NULL, 0, NULL, NULL, 0));
+  rx_rt_comm_release(m->comm);
   rx_rt_value_release(m->cache);
   rx_rt_value_release(m->batch);
   free(m->counts);
@@ -233,7 +345,10 @@ bool rx_llm_model_is_eos(const rx_llm_model *m, int32_t id) {
 int64_t rx_llm_model_seq_len(const rx_llm_model *m, int64_t seq) {
   return llm_kv_cache_length(m->kv, seq);
 }
-void rx_llm_model_reset(rx_llm_model *m, int64_t seq) { llm_kv_cache_remove(m->kv, seq); }
+void rx_llm_model_reset(rx_llm_model *m, int64_t seq) {
+  if (m->leading) rx_status_free(lead(m, LLM_CMD_RESET, &seq, 1, NULL, NULL, 0));
+  llm_kv_cache_remove(m->kv, seq);
+}
 int64_t rx_llm_model_max_batch(const rx_llm_model *m) { return m->max_batch; }
 int64_t rx_llm_model_max_sequences(const rx_llm_model *m) {
   return llm_kv_cache_max_sequences(m->kv);
@@ -308,6 +423,7 @@ rx_status rx_llm_prefill_batch(rx_llm_model *m, const int64_t *seqs, size_t b, c
   if (!m || !seqs || !b || !ids || !n || !counts || !out_logits)
     return base_status_make(RX_ERR_INVALID,
                             "rx_llm_prefill_batch: NULL, no sequences or no tokens");
+  if (m->leading) RX_RETURN_IF_ERROR(lead(m, LLM_CMD_PREFILL, seqs, b, counts, ids, n));
   RX_RETURN_IF_ERROR(check_seqs(m, "prefill", seqs, b));
   size_t sum = 0;
   for (size_t i = 0; i < b; i++) {
@@ -372,6 +488,7 @@ rx_status rx_llm_decode(rx_llm_model *m, const int64_t *seqs, const int32_t *ids
                         float *out_logits) {
   if (!m || !seqs || !ids || !count || !out_logits)
     return base_status_make(RX_ERR_INVALID, "rx_llm_decode: NULL or no sequences");
+  if (m->leading) RX_RETURN_IF_ERROR(lead(m, LLM_CMD_DECODE, seqs, count, NULL, ids, count));
   RX_RETURN_IF_ERROR(check_seqs(m, "decode", seqs, count));
   for (size_t i = 0; i < count; i++)
     if (!llm_kv_cache_length(m->kv, seqs[i]))

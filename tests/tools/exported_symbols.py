@@ -7,7 +7,7 @@ LIBRELAXC may be '-' where there is none (the runtime built alone, -DRX_RUNTIME_
 
 - LIBRELAXC (librelaxc.so, compiler and runtime) exports exactly the functions declared in
   include/relaxc/*.h;
-- LIBRELAXC_RUNTIME (librelaxc_runtime.so) those of relaxc/runtime.h, llm.h, autobatch.h and
+- LIBRELAXC_RUNTIME (librelaxc_runtime.so) those of relaxc/runtime.h, llm.h, autobatch.h, ccl.h and
   types.h, and nothing that no public header declares (base/, compiled into both libraries, may
   define a function of compiler.h: it is exported by both);
 - no symbol with external linkage in the static libraries and objects that follow (the
@@ -20,7 +20,7 @@ import re
 import subprocess
 import sys
 
-RUNTIME_HEADERS = ("runtime.h", "llm.h", "autobatch.h", "types.h")
+RUNTIME_HEADERS = ("runtime.h", "llm.h", "autobatch.h", "ccl.h", "types.h")
 # what the linker defines in every shared library
 LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start"}
 
