@@ -132,7 +132,7 @@ class GenerateStats(Structure):  # rx_llm_generate_stats
 
 class ModelOptions(Structure):  # rx_llm_model_options
     _fields_ = [("device", c_char_p), ("capacity", c_int64), ("max_sequences", c_int64),
-                ("max_seq_len", c_int64)]
+                ("max_seq_len", c_int64), ("comm", c_void_p)]  # comm: NULL, one process
 
 
 # ---- the library ----
