@@ -36,6 +36,9 @@ static rxk_stats st;
 #define FAIL(...) rxk_fail(&st, __VA_ARGS__)
 
 static const int64_t SIZES[] = {1, 7, 33, 100, 1000};
+/* RX_KERNEL_SIZES set (CI's sanitized pass, whose kernels run with ASan): n stops at 100, still
+ * two row tiles with a partial one; n = 1000 runs in the plain pass */
+static int64_t size_cap = INT64_MAX;
 
 /* The statement that the `if` chain of a scheduled program takes last (its `otherwise` variant):
  * the gemm_wgmma kernel. */
@@ -124,6 +127,7 @@ static void emulate_kernel(const rxk_prepared *p, const rx_kernel *kn, const cha
   rxk_env base;
   rxk_program_vars(f, &base);
   for (size_t si = 0; si < RX_ARRAY_LEN(SIZES); si++) {
+    if (SIZES[si] > size_cap) continue;
     if (!want_ok && SIZES[si] != 100) continue;
     rxk_env e = base;
     for (int v = 0; v < e.n; v++) e.values[v] = SIZES[si];
@@ -175,6 +179,7 @@ static void interp_variant(rx_module *m, const rx_tensor_fn *f, const rx_tensor_
   rxk_env base;
   rxk_program_vars(f, &base);
   for (size_t si = 0; si < RX_ARRAY_LEN(SIZES); si++) {
+    if (SIZES[si] > size_cap) continue;
     rxk_env e = base;
     for (int v = 0; v < e.n; v++) e.values[v] = SIZES[si];
     char why[512];
@@ -211,6 +216,7 @@ static void emulate_program(rx_module *m, const rx_tensor_fn *f, const rxk_prepa
   rxk_env base;
   rxk_program_vars(f, &base);
   for (size_t si = 0; si < RX_ARRAY_LEN(SIZES); si++) {
+    if (SIZES[si] > size_cap) continue;
     rxk_env e = base;
     for (int v = 0; v < e.n; v++) e.values[v] = SIZES[si];
     char why[512];
@@ -327,6 +333,10 @@ static void check_program(rx_module *m, const char *name, bool broken_checks) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (getenv("RX_KERNEL_SIZES") && *getenv("RX_KERNEL_SIZES")) {
+    size_cap = 100;
+    printf("n capped at 100 (RX_KERNEL_SIZES)\n");
+  }
   rx_module *m = rxk_load_test_module(argc > 1 ? argv[1] : "tests", "mma/wgmma_gemm.rx");
   if (!m) return 1;
   check_program(m, "wg_f16", true);
