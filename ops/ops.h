@@ -91,6 +91,10 @@ const rx_attr *ops_call_attr(const rx_node *call, const char *name);
  * with the new shape, whose element count is checked at run time. Legalization leaves these
  * calls in place. call must be normalized (struct info deduced). */
 bool ops_op_is_host_call(const rx_node *call);
+/* ---- distributed tensors (ops/dist.c) ---- */
+/* r, the deduced result of call n, with the placement its operands' give it (ir.h,
+ * rx_sinfo.mesh); r itself when no operand is distributed; NULL after an error. */
+const rx_sinfo *ops_dist_place(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r);
 
 /* Errors and warnings from deduction, at the call's location. */
 void ops_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);
