@@ -5,15 +5,20 @@
  *    of Relax's DTensor propagation and Megatron's tensor parallelism: elementwise ops keep a
  *    placement, a matmul sharded along its contracted dim leaves partial sums (P), one sharded
  *    along rows of A or columns of B keeps that, permute moves a sharded dim, normalizations and
- *    softmax keep a placement that does not shard their reduced axes. An op without a rule
- *    accepts replicated operands only. A mismatch is an error naming the op, the argument and
- *    the mesh axis. An unplaced operand among placed ones counts as replicated.
+ *    softmax keep a placement that does not shard their reduced axes. Where a rule needs an
+ *    operand whole (partial sums into anything but add/subtract, a sharded dim that an op
+ *    reduces, any sharded operand of an op without a rule), it is taken as replicated and
+ *    passes/shard.c inserts the allreduce or allgather there (ops_dist_rule says where). Operands
+ *    that cannot be reconciled (a matmul of S[0] x S[1], operands sharding different dims, two
+ *    meshes) are an error naming the op, the argument and the mesh axis. An unplaced operand
+ *    among placed ones counts as replicated.
  * 2. The collective ops of ops/ops.def (allreduce, allgather, reduce_scatter, broadcast, send,
  *    recv) on the local view (what one rank holds, after passes/shard.c): their shapes.
  *    passes/legalize_dist.c turns them into the call_extern builtins of the runtime
  *    (runtime/ccl, the rx_ccl_* table of docs/distributed.md). */
 #include "deduce.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The placement of operand i on mesh axis k (R for an unplaced tensor). */
@@ -29,43 +34,46 @@ static const char *place_str(rx_deduce_ctx *dc, int p) {
 
 static bool is_tensor(const rx_sinfo *s) { return s && s->kind == RX_SINFO_TENSOR; }
 
+/* Each rule below takes need[i], operand i's placement on mesh axis k, and may lower it to R
+ * where the op needs the whole value (the lowering then inserts allreduce for P, allgather for
+ * S[d]: passes/shard.c); it sets *out to the result's placement, or reports and returns false. */
+
+/* P and S[d] operands the rule cannot use whole: made replicated. */
+static void need_whole(int *need, int i) { need[i] = IR_PLACE_R; }
+
 /* Elementwise and broadcasting ops: operand dims align from the right. */
-static bool place_broadcast(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r, int k,
-                            int *out) {
+static bool rule_broadcast(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r, int k, int *need,
+                           int *out) {
   bool linear = n->op->id == RX_OP_add || n->op->id == RX_OP_subtract;
-  int res = IR_PLACE_R, nparts = 0, ntensors = 0;
+  int nparts = 0, ntensors = 0, res = IR_PLACE_R;
+  for (int i = 0; i < n->nargs; i++)
+    if (is_tensor(n->args[i]->sinfo)) {
+      ntensors++;
+      nparts += need[i] == IR_PLACE_P;
+    }
+  if (nparts && linear && nparts == ntensors) {
+    *out = IR_PLACE_P;
+    return true;
+  }
+  for (int i = 0; i < n->nargs; i++)
+    if (need[i] == IR_PLACE_P) need_whole(need, i); /* allreduce first */
   for (int i = 0; i < n->nargs; i++) {
     const rx_sinfo *a = n->args[i]->sinfo;
-    if (!is_tensor(a)) continue;
-    ntensors++;
-    int p = place_of(a, k);
-    if (p == IR_PLACE_P) {
-      nparts++;
-      continue;
-    }
-    if (p < 0) continue;
-    int d = p + (r->ndim - a->ndim);
+    if (!is_tensor(a) || need[i] < 0) continue;
+    int d = need[i] + (r->ndim - a->ndim);
     if (res >= 0 && res != d) {
       ops_deduce_error(dc,
                        "%s: argument %d is S[%d] on mesh axis %d, another argument shards "
                        "result dim %d: place them alike",
-                       n->op->name, i, p, k, res);
+                       n->op->name, i, need[i], k, res);
       return false;
     }
     res = d;
   }
-  if (nparts && (!linear || nparts != ntensors || res >= 0)) {
-    ops_deduce_error(dc,
-                     "%s: an argument holds partial sums (P) on mesh axis %d; only add and "
-                     "subtract of partial sums alone stay partial: allreduce it first",
-                     n->op->name, k);
-    return false;
-  }
-  if (nparts) res = IR_PLACE_P;
   /* every operand that is R along a sharded result dim must broadcast there (size 1 or absent) */
   for (int i = 0; res >= 0 && i < n->nargs; i++) {
     const rx_sinfo *a = n->args[i]->sinfo;
-    if (!is_tensor(a) || place_of(a, k) != IR_PLACE_R) continue;
+    if (!is_tensor(a) || need[i] != IR_PLACE_R) continue;
     int d = res - (r->ndim - a->ndim);
     if (d < 0 || !a->shape || rx_expr_is_const(a->shape[d], 1)) continue;
     ops_deduce_error(dc,
@@ -79,36 +87,30 @@ static bool place_broadcast(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo 
 }
 
 /* matmul(a [..., m, q], b [..., q, c]) (2-D and more; 1-D operands replicated only). */
-static bool place_matmul(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r, int k, int *out) {
+static bool rule_matmul(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r, int k, int *need,
+                        int *out) {
   const rx_sinfo *a = n->args[0]->sinfo, *b = n->args[1]->sinfo;
-  int pa = place_of(a, k), pb = place_of(b, k);
-  if (pa == IR_PLACE_R && pb == IR_PLACE_R) {
-    *out = IR_PLACE_R;
-    return true;
-  }
-  if (a->ndim < 2 || b->ndim < 2 || pa == IR_PLACE_P || pb == IR_PLACE_P) goto bad;
+  for (int i = 0; i < 2; i++)
+    if (need[i] == IR_PLACE_P) need_whole(need, i);
+  int pa = need[0], pb = need[1];
   int ra = r->ndim - a->ndim, rb = r->ndim - b->ndim;
-  if (pa == a->ndim - 1 && pb == b->ndim - 2) { /* contracted dim: partial sums */
+  if (pa == IR_PLACE_R && pb == IR_PLACE_R)
+    *out = IR_PLACE_R;
+  else if (a->ndim < 2 || b->ndim < 2)
+    goto bad;
+  else if (pa == a->ndim - 1 && pb == b->ndim - 2) /* contracted dim: partial sums */
     *out = IR_PLACE_P;
-    return true;
-  }
-  if (pa == a->ndim - 2 && pb == IR_PLACE_R) { /* rows of A */
+  else if (pa == a->ndim - 2 && pb == IR_PLACE_R) /* rows of A */
     *out = r->ndim - 2;
-    return true;
-  }
-  if (pa == IR_PLACE_R && pb == b->ndim - 1) { /* columns of B (column parallel) */
+  else if (pa == IR_PLACE_R && pb == b->ndim - 1) /* columns of B (column parallel) */
     *out = r->ndim - 1;
-    return true;
-  }
-  /* a batch dim: sharded alike in both, or in one where the other broadcasts */
-  if (pa >= 0 && pa < a->ndim - 2 && (pb == pa + ra - rb || pb == IR_PLACE_R)) {
-    *out = pa + ra;
-    return true;
-  }
-  if (pb >= 0 && pb < b->ndim - 2 && pa == IR_PLACE_R) {
+  else if (pa >= 0 && pa < a->ndim - 2 && (pb == pa + ra - rb || pb == IR_PLACE_R))
+    *out = pa + ra; /* a batch dim, alike in both or broadcast in b */
+  else if (pb >= 0 && pb < b->ndim - 2 && pa == IR_PLACE_R)
     *out = pb + rb;
-    return true;
-  }
+  else
+    goto bad;
+  return true;
 bad:
   ops_deduce_error(dc,
                    "matmul: no sharding rule for %s x %s on mesh axis %d (rules: S[-1] x "
@@ -117,53 +119,59 @@ bad:
   return false;
 }
 
-/* An op whose reduced axes (attribute `axes`, or `axis`, default -1) must not be sharded. */
-static bool place_reduced(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r, int k, int *out) {
+/* An op over operand 0 whose reduced axes (attribute `axes`, or `axis`, default -1) must be
+ * whole; its other operands (a norm's weights) replicated. */
+static bool rule_reduced(rx_deduce_ctx *dc, const rx_node *n, int k, int *need, int *out) {
   const rx_sinfo *x = n->args[0]->sinfo;
-  int p = place_of(x, k);
-  for (int i = 1; i < n->nargs; i++)
-    if (place_of(n->args[i]->sinfo, k) != IR_PLACE_R) {
-      ops_deduce_error(dc, "%s: argument %d must be replicated on mesh axis %d, not %s",
-                       n->op->name, i, k, place_str(dc, place_of(n->args[i]->sinfo, k)));
-      return false;
-    }
-  if (p == IR_PLACE_P) {
-    ops_deduce_error(dc,
-                     "%s: its input holds partial sums (P) on mesh axis %d: allreduce it "
-                     "first",
-                     n->op->name, k);
-    return false;
-  }
-  if (p >= 0) {
+  (void)k;
+  for (int i = 0; i < n->nargs; i++)
+    if (need[i] == IR_PLACE_P || (i > 0 && need[i] >= 0)) need_whole(need, i);
+  if (need[0] >= 0) {
     int *axes, na;
     bool present;
     const char *an = ops_call_attr(n, "axes") ? "axes" : "axis";
     if (!ops_axes_attr(dc, n, an, x->ndim, &axes, &na, &present)) return false;
-    bool hit = present ? false : p == x->ndim - 1;
-    for (int i = 0; i < na; i++) hit = hit || axes[i] == p;
-    if (hit) {
-      ops_deduce_error(dc,
-                       "%s reduces dim %d, which is sharded (S[%d]) on mesh axis %d: "
-                       "allgather it first",
-                       n->op->name, p, p, k);
-      return false;
-    }
+    bool hit = !present && need[0] == x->ndim - 1;
+    for (int i = 0; i < na; i++) hit = hit || axes[i] == need[0];
+    if (hit) need_whole(need, 0); /* allgather the reduced dim */
   }
-  (void)r;
-  *out = p;
+  *out = need[0];
   return true;
 }
 
-static bool place_permute(rx_deduce_ctx *dc, const rx_node *n, int k, int *out) {
+static bool rule_permute(rx_deduce_ctx *dc, const rx_node *n, int *need, int *out) {
   const rx_sinfo *x = n->args[0]->sinfo;
-  int p = place_of(x, k);
-  *out = p;
-  if (p < 0) return true;
+  *out = need[0];
+  if (need[0] < 0) return true; /* R stays R, P stays P (a permutation is linear) */
   int *axes, na;
   bool present;
   if (!ops_axes_attr(dc, n, "axes", x->ndim, &axes, &na, &present)) return false;
   for (int i = 0; i < x->ndim; i++)
-    if ((present ? axes[i] : x->ndim - 1 - i) == p) *out = i;
+    if ((present ? axes[i] : x->ndim - 1 - i) == need[0]) *out = i;
+  return true;
+}
+
+bool ops_dist_rule(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r, int k, int *need,
+                   int *out) {
+  for (int i = 0; i < n->nargs; i++) need[i] = place_of(n->args[i]->sinfo, k);
+  switch (n->op->id) {
+  case RX_OP_matmul:
+    return rule_matmul(dc, n, r, k, need, out);
+  case RX_OP_permute:
+  case RX_OP_transpose:
+    return rule_permute(dc, n, need, out);
+  case RX_OP_rms_norm:
+  case RX_OP_layer_norm:
+  case RX_OP_softmax:
+  case RX_OP_log_softmax:
+    return rule_reduced(dc, n, k, need, out);
+  default:
+    break;
+  }
+  if (n->op->pattern == RX_PATTERN_ELEMWISE || n->op->pattern == RX_PATTERN_BROADCAST)
+    return rule_broadcast(dc, n, r, k, need, out);
+  for (int i = 0; i < n->nargs; i++) need_whole(need, i); /* no rule: whole operands */
+  *out = IR_PLACE_R;
   return true;
 }
 
@@ -188,35 +196,29 @@ const rx_sinfo *ops_dist_place(rx_deduce_ctx *dc, const rx_node *n, const rx_sin
     return NULL;
   }
   int place[IR_MESH_MAX_NDIM];
-  for (int k = 0; k < nplace; k++) {
-    bool ok;
-    if (n->op->id == RX_OP_matmul)
-      ok = place_matmul(dc, n, r, k, &place[k]);
-    else if (n->op->id == RX_OP_permute || n->op->id == RX_OP_transpose)
-      ok = place_permute(dc, n, k, &place[k]);
-    else if (n->op->id == RX_OP_rms_norm || n->op->id == RX_OP_layer_norm ||
-             n->op->id == RX_OP_softmax || n->op->id == RX_OP_log_softmax)
-      ok = place_reduced(dc, n, r, k, &place[k]);
-    else if (n->op->pattern == RX_PATTERN_ELEMWISE || n->op->pattern == RX_PATTERN_BROADCAST)
-      ok = place_broadcast(dc, n, r, k, &place[k]);
-    else {
-      for (int i = 0; i < n->nargs; i++)
-        if (place_of(n->args[i]->sinfo, k) != IR_PLACE_R) {
-          ops_deduce_error(dc,
-                           "%s has no sharding rule: its operands must be replicated, but "
-                           "argument %d is %s on mesh axis %d of '%s'",
-                           n->op->name, i, place_str(dc, place_of(n->args[i]->sinfo, k)), k, mesh);
-          return NULL;
-        }
-      place[k] = IR_PLACE_R;
-      ok = true;
-    }
-    if (!ok) return NULL;
-  }
-  return ir_sinfo_placed(dc->mod, r, mesh, place, nplace);
+  int *need = base_calloc((size_t)n->nargs + 1, sizeof *need);
+  bool ok = true;
+  for (int k = 0; k < nplace && ok; k++) ok = ops_dist_rule(dc, n, r, k, need, &place[k]);
+  free(need);
+  return ok ? ir_sinfo_placed(dc->mod, r, mesh, place, nplace) : NULL;
 }
 
 /* ---- collectives (local view) ---- */
+
+bool ops_op_is_collective(const rx_op *op) {
+  if (!op) return false;
+  switch (op->id) {
+  case RX_OP_allreduce:
+  case RX_OP_allgather:
+  case RX_OP_reduce_scatter:
+  case RX_OP_broadcast:
+  case RX_OP_send:
+  case RX_OP_recv:
+    return true;
+  default:
+    return false;
+  }
+}
 
 static const rx_sinfo *local_arg(rx_deduce_ctx *dc, const rx_node *call) {
   const rx_sinfo *x = ops_tensor_arg(dc, call, 0, "x");
