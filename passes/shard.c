@@ -383,3 +383,56 @@ bool pass_shard_module(rx_module *m, rx_diag *diag) {
   int world = m->meshes.len && m->meshes.data[0].ndim >= 1 ? (int)m->meshes.data[0].shape[0] : 1;
   return pass_shard(m, world, diag);
 }
+
+/* ---- the weights of one rank ---- */
+
+/* Weight w (the module's entry) replaced by block rank of world along dim d. */
+static bool slice_weight(rx_module *m, rx_weight *w, int d, int world, int rank, rx_diag *diag) {
+  if (d >= w->ndim || w->shape[d] % world != 0) {
+    base_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0},
+                     "weight '%s': dim %d does not divide among %d ranks", w->name, d, world);
+    return false;
+  }
+  int64_t *shape = base_arena_dup(&m->arena, w->shape, sizeof *shape * (size_t)(w->ndim + 1));
+  shape[d] /= world;
+  int bits = ir_dtype_bits(w->src_dtype);
+  if (w->src && bits % 8 != 0) {
+    base_diag_report(diag, RX_DIAG_ERROR, (rx_loc){0},
+                     "weight '%s': a %s weight cannot be sharded (not whole bytes per element)",
+                     w->name, ir_dtype_name(w->src_dtype));
+    return false;
+  }
+  int64_t outer = 1, inner = (int64_t)(bits / 8), blk;
+  for (int k = 0; k < d; k++) outer *= w->shape[k];
+  for (int k = d + 1; k < w->ndim; k++) inner *= w->shape[k];
+  blk = shape[d] * inner;
+  if (w->src) {
+    uint8_t *dst = malloc((size_t)(outer * blk) + 1);
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(dst + o * blk, (const uint8_t *)w->src + o * w->shape[d] * inner + rank * blk,
+             (size_t)blk);
+    rx_module_on_free(m, free, dst);
+    w->src = dst;
+  }
+  w->bytes = w->bytes / (uint64_t)world;
+  w->shape = shape;
+  return true;
+}
+
+bool pass_shard_weights(rx_module *m, int world, int rank, rx_diag *diag) {
+  rx_ptrmap done = {0};
+  bool ok = true;
+  for (size_t i = 0; ok && i < m->items.len; i++) {
+    if (m->items.data[i].kind != RX_ITEM_GRAPH) continue;
+    const rx_graph_fn *f = m->items.data[i].fn;
+    for (int k = 0; ok && k < f->nparams; k++) {
+      const rx_sinfo *s = f->params[k]->sinfo;
+      const rx_weight *cw = ir_module_weight(m, f->params[k]->name);
+      if (!cw || !placed(s) || s->place[0] < 0 || base_ptrmap_get(&done, cw->name) >= 0) continue;
+      base_ptrmap_put(&done, cw->name, 1);
+      ok = slice_weight(m, &m->weights.data[cw - m->weights.data], s->place[0], world, rank, diag);
+    }
+  }
+  base_ptrmap_free(&done);
+  return ok;
+}
