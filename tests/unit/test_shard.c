@@ -351,6 +351,44 @@ static void run_case(rx_module *global, rx_module *ref, rx_module *const *local,
   free(w);
 }
 
+/* pass_shard_weights: rank r's copy of a weight bound to a parameter S[1] (columns) and S[0]
+ * (rows) is its block, element for element; an unbound or replicated one stays whole. */
+static void test_weights(void) {
+  static const char *const text = "mesh m = [4]\n"
+                                  "graph_fn f(x: f32[n, 3], a: f32[3, 8] @ m[S[1]],\n"
+                                  "           b: f32[8, 3] @ m[S[0]], c: f32[3, 3]) {\n"
+                                  "  y = matmul(matmul(matmul(x, a), b), c)\n"
+                                  "  return y\n"
+                                  "}\n";
+  float a[24], b[24], c[9];
+  for (int i = 0; i < 24; i++) a[i] = (float)i, b[i] = (float)(100 + i);
+  for (int i = 0; i < 9; i++) c[i] = (float)(200 + i);
+  for (int r = 0; r < WORLD; r++) {
+    rx_module *m = rx_module_new();
+    rx_diag d;
+    base_diag_init(&d);
+    CHECK(ir_parse_module(m, "w.rx", text, strlen(text), &d));
+    CHECK_OK(rx_module_add_weight(m, "a", RX_DTYPE_F32, 2, (int64_t[]){3, 8}, RX_DTYPE_F32, a));
+    CHECK_OK(rx_module_add_weight(m, "b", RX_DTYPE_F32, 2, (int64_t[]){8, 3}, RX_DTYPE_F32, b));
+    CHECK_OK(rx_module_add_weight(m, "c", RX_DTYPE_F32, 2, (int64_t[]){3, 3}, RX_DTYPE_F32, c));
+    CHECK(pass_shard_weights(m, WORLD, r, &d));
+    const rx_weight *wa = ir_module_weight(m, ir_module_intern(m, "a", 1));
+    const rx_weight *wb = ir_module_weight(m, ir_module_intern(m, "b", 1));
+    const rx_weight *wc = ir_module_weight(m, ir_module_intern(m, "c", 1));
+    CHECK(wa && wa->shape[0] == 3 && wa->shape[1] == 2 && wa->bytes == 24);
+    CHECK(wb && wb->shape[0] == 2 && wb->shape[1] == 3 && wb->bytes == 24);
+    CHECK(wc && wc->shape[0] == 3 && wc->shape[1] == 3 && wc->src == c);
+    bool same = wa && wb;
+    for (int i = 0; same && i < 3; i++)
+      for (int j = 0; j < 2; j++)
+        same = same && ((const float *)wa->src)[i * 2 + j] == a[i * 8 + r * 2 + j];
+    for (int i = 0; same && i < 6; i++) same = same && ((const float *)wb->src)[i] == b[r * 6 + i];
+    CHECK_MSG(same, "rank %d: the weights' blocks differ from the sources'", r);
+    base_diag_free(&d);
+    rx_module_free(m);
+  }
+}
+
 int main(void) {
   char *ref_text = strip_placements(prog);
   rx_module *global = build(prog, false), *ref = build(ref_text, false), *local[WORLD] = {0};
@@ -363,6 +401,7 @@ int main(void) {
   for (int r = 0; r < WORLD; r++) local[r] = build(prog, true);
   bool ok = global && ref;
   for (int r = 0; r < WORLD; r++) ok = ok && local[r];
+  test_weights();
   static const int64_t sizes[] = {1, 7, 33};
   for (size_t i = 0; ok && i < RX_ARRAY_LEN(sizes); i++) {
     run_case(g0, ref, local, "mlp", sizes[i]);
