@@ -696,7 +696,7 @@ static void test_all_ops_legalize(void) {
       "scatter_elements", "einsum", "grid_sample", "det", "max_pool2d_index", "dft",
       "non_max_suppression", "tfidf", "roi_align",
       /* collectives, call_externs of the runtime's builtins: their shapes and builtins in
-         tests/lit/dist/collectives.rx; allreduce and allgather computed across ranks in
+         tests/lit/dist/collectives.rx; all but send and recv computed across ranks in
          tests/unit/test_shard.c; the builtins themselves: runtime/ccl's tests */
       "allreduce", "allgather", "reduce_scatter", "broadcast", "send", "recv"};
   for (int i = 0; i < n; i++) {
