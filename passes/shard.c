@@ -359,8 +359,8 @@ static void lower_fn(sstate *st, rx_graph_fn *f) {
 }
 
 bool pass_shard(rx_module *m, int world, rx_diag *diag) {
-  if (!ops_module_normalize(m, diag)) return false;
   if (m->meshes.len == 0) return true; /* nothing distributed: every rank runs it whole */
+  if (!ops_module_normalize(m, diag)) return false;
   sstate st = {.m = m, .diag = diag, .world = world, .ok = true};
   for (size_t i = 0; i < m->meshes.len; i++) {
     const rx_mesh *me = &m->meshes.data[i];
