@@ -192,6 +192,14 @@ static void lower_call(sstate *st, rx_binding *b) {
   free(need);
 }
 
+/* Whether s is or holds (a tuple field) a distributed tensor. */
+static bool holds_placed(const rx_sinfo *s) {
+  if (placed(s)) return true;
+  for (int i = 0; s && s->kind == RX_SINFO_TUPLE && i < s->nfields; i++)
+    if (holds_placed(s->fields[i])) return true;
+  return false;
+}
+
 static void blk_out_swap(sstate *st, rx_block *blk) {
   blk->bindings = base_arena_dup(&st->m->arena, st->out.data, sizeof *st->out.data * st->out.len);
   blk->nbindings = (int)st->out.len;
@@ -201,12 +209,14 @@ static void lower_block(sstate *st, rx_block *blk) {
   st->out.len = 0;
   for (int k = 0; k < blk->nbindings; k++) {
     rx_binding *b = blk->bindings[k];
-    if (b->value && b->value->kind == RX_NODE_CALL && b->value->op)
+    if (b->value && b->value->kind == RX_NODE_CALL && b->value->op && !b->cast)
       lower_call(st, b);
-    else if (b->value && b->value->kind != RX_NODE_VAR && placed(b->var->sinfo))
+    else if (b->value && (b->value->kind != RX_NODE_VAR || b->cast) &&
+             (holds_placed(b->var->sinfo) || holds_placed(b->value->sinfo) ||
+              (b->value->kind == RX_NODE_VAR && holds_placed(b->value->var->sinfo))))
       fail(st, b->loc,
-           "%s: binding '%s': only op calls of distributed tensors are lowered to "
-           "ranks",
+           "%s: binding '%s': only op calls of distributed tensors are lowered to ranks (not "
+           "tuples, if, match_cast or calls of functions)",
            st->g->name, b->var->name);
     if (placed(b->annot) || placed(b->cast)) {
       fail(st, b->loc,
@@ -370,8 +380,15 @@ bool pass_shard(rx_module *m, int world, rx_diag *diag) {
            "(a multi-axis mesh is not supported yet)",
            me->name, world, world);
   }
-  for (size_t i = 0; st.ok && i < m->items.len; i++)
-    if (m->items.data[i].kind == RX_ITEM_GRAPH) lower_fn(&st, m->items.data[i].fn);
+  const bool mesh_bad = !st.ok; /* then nothing is lowered */
+  bool bad = mesh_bad;
+  for (size_t i = 0; !mesh_bad && i < m->items.len; i++) /* each function's errors reported */
+    if (m->items.data[i].kind == RX_ITEM_GRAPH) {
+      lower_fn(&st, m->items.data[i].fn);
+      bad = bad || !st.ok;
+      st.ok = true;
+    }
+  st.ok = !bad;
   free(st.out.data);
   free(st.made.data);
   if (!st.ok) return false;
