@@ -382,6 +382,13 @@ int ir_parse_facts(P *p, const rx_expr ***out, rx_loc **locs) {
 
 /* ---- struct info ---- */
 
+/* A placement needs a tensor whose shape is known (the lowering divides its dims). */
+static void no_placement(P *p) {
+  if (is(p, RX_TOK_AT))
+    ir_parse_fail_at(p, cur(p)->loc,
+                     "a placement ('@ mesh[...]') needs a tensor of known shape, like f32[n, 4]");
+}
+
 /* `@ m[R, S[1], P]` after a tensor struct info (ir.h, rx_sinfo.mesh); the mesh and the counts
  * are checked by the verifier, which sees the whole module. */
 static const rx_sinfo *placement(P *p, const rx_sinfo *s) {
@@ -492,6 +499,7 @@ static const rx_sinfo *sinfo_body(P *p) {
   ir_parse_expect(p, RX_TOK_LBRACKET, "'[' after the dtype of a tensor struct info");
   if (accept(p, RX_TOK_ELLIPSIS)) {
     ir_parse_expect(p, RX_TOK_RBRACKET, "']' after '...'");
+    no_placement(p);
     return rx_sinfo_tensor(m, dt, -1, NULL);
   }
   if (is_kw(p, "ndim") && ahead(p, 1)->kind == RX_TOK_ASSIGN) {
@@ -502,6 +510,7 @@ static const rx_sinfo *sinfo_body(P *p) {
     if (nd < 0 || nd > MAX_NDIM)
       ir_parse_fail_at(p, nt->loc, "rank %lld out of range 0..%d", (long long)nd, MAX_NDIM);
     ir_parse_expect(p, RX_TOK_RBRACKET, "']' after the rank");
+    no_placement(p);
     return rx_sinfo_tensor(m, dt, (int)nd, NULL);
   }
   const rx_expr **dims;

@@ -23,7 +23,7 @@
 
 /* The placement of operand i on mesh axis k (R for an unplaced tensor). */
 static int place_of(const rx_sinfo *a, int k) {
-  return a && a->kind == RX_SINFO_TENSOR && a->mesh ? a->place[k] : IR_PLACE_R;
+  return a && a->kind == RX_SINFO_TENSOR && a->mesh && k < a->nplace ? a->place[k] : IR_PLACE_R;
 }
 
 static const char *place_str(rx_deduce_ctx *dc, int p) {
@@ -186,6 +186,17 @@ const rx_sinfo *ops_dist_place(rx_deduce_ctx *dc, const rx_node *n, const rx_sin
                        a->mesh, mesh);
       return NULL;
     }
+    if (mesh && a->nplace != nplace) {
+      ops_deduce_error(dc, "%s: argument %d has %d placements on mesh '%s', another %d",
+                       n->op->name, i, a->nplace, mesh, nplace);
+      return NULL;
+    }
+    for (int k = 0; k < a->nplace; k++)
+      if (a->place[k] >= 0 && (a->ndim < 0 || a->place[k] >= a->ndim)) {
+        ops_deduce_error(dc, "%s: argument %d is S[%d] on mesh axis %d, but has %s %d", n->op->name,
+                         i, a->place[k], k, a->ndim < 0 ? "an unknown rank, not" : "rank", a->ndim);
+        return NULL;
+      }
     mesh = a->mesh;
     nplace = a->nplace;
   }
