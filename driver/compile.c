@@ -23,6 +23,7 @@
  * (drv_pass_run, `relaxc opt --passes`). */
 #define RX_COMPILE_STEPS(G, O, S)                                                                  \
   G(verify, input)                                                                                 \
+  G(shard, pass_shard_module)                                                                      \
   G(fold, pass_fold)                                                                               \
   G(cse, pass_cse)                                                                                 \
   G(dce, pass_dce)                                                                                 \
@@ -429,6 +430,7 @@ bool drv_compile(rx_module *m, const rx_compile_options *o, rx_diag *diag, rx_co
   if (o->time_passes)
     base_strbuf_printf(&p.times, "  %-22s %10s %10s\n", "step", "ms", "verify ms");
   bool ok = check_options(&p) && step(&p, STEP_verify) /* normalize + verify the input */
+            && step(&p, STEP_shard)                    /* global view -> a rank's program */
             && step(&p, STEP_fold)                     /* constants and shape expressions */
             && step(&p, STEP_cse) && step(&p, STEP_dce) &&
             dispatch(&p)                       /* large matmuls to a library */

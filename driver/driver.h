@@ -205,6 +205,10 @@ void drv_artifact_build(const rx_module *m, rx_compile_result *r, bool with_weig
 rx_status drv_artifact_write(const char *path, const char *weights_path, const rx_module *m,
                              rx_compile_result *r);
 
+/* driver/artifact_ranks.c: the multi-rank artifact at outpath from the n per-rank artifacts in
+ * the files parts[0..n) (docs/artifact.md, "Multi-rank artifacts"). */
+rx_status drv_artifact_ranks_write(const char *outpath, const char *const *parts, int n);
+
 /* The manifest alone (also used by `relaxc compile` summaries and tests). */
 void drv_artifact_manifest(rx_strbuf *out, const rx_module *m, const rx_compile_result *r);
 

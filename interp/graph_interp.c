@@ -17,6 +17,8 @@ typedef struct genv {
   RX_VEC(const rx_expr *) syms;  /* symbolic variables ... */
   RX_VEC(int64_t) symv;          /* ... and their values */
   int depth;
+  interp_graph_extern_fn hook; /* other call_externs (interp_graph_run_ext), or NULL */
+  void *hook_arg;
 } genv;
 
 size_t interp_graph_elem_size(rx_dtype dt) {
@@ -241,7 +243,7 @@ static void define(genv *e, const rx_var *v, rx_ginterp_value val) {
 }
 
 static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs, int n,
-                        int depth, rx_ginterp_value *out);
+                        int depth, const genv *parent, rx_ginterp_value *out);
 static rx_status eval_seq(genv *e, const rx_seq *seq, rx_ginterp_value *out);
 
 static rx_status alloc_tensor(genv *e, const rx_sinfo *s, rx_ginterp_value *out,
@@ -545,6 +547,17 @@ static rx_status extern_matmul(genv *e, const rx_node *n, rx_ginterp_value *out)
   return st ? base_status_annotate(st, "%s: %s", e->fn->name, n->callee) : NULL;
 }
 
+/* Any other call_extern: the caller's hook (interp_graph_run_ext), on the evaluated arguments. */
+static rx_status extern_hook(genv *e, const rx_node *n, rx_ginterp_value *out) {
+  rx_ginterp_value *v = base_calloc((size_t)n->nargs + 1, sizeof *v);
+  rx_status st = NULL;
+  for (int i = 0; i < n->nargs && !st; i++) st = eval_node(e, n->args[i], &v[i]);
+  if (!st) st = e->hook(e->hook_arg, n->callee, v, n->nargs, out);
+  for (int i = 0; i < n->nargs; i++) interp_graph_value_free(&v[i]);
+  free(v);
+  return st ? base_status_annotate(st, "%s: call_extern(%s)", e->fn->name, n->callee) : NULL;
+}
+
 /* Evaluates an (atomic or whole-binding) expression into *out (owned). */
 static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
   memset(out, 0, sizeof *out);
@@ -615,6 +628,7 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
   case RX_NODE_CALL_EXTERN:
     if (n->callee && !strcmp(n->callee, RX_DISPATCH_CUBLASLT_MATMUL))
       return extern_matmul(e, n, out);
+    if (e->hook) return extern_hook(e, n, out);
     return base_status_make(RX_ERR_UNSUPPORTED,
                             "%s: call_extern(%s) is not supported by the graph interpreter",
                             e->fn->name, n->callee ? n->callee : "?");
@@ -630,7 +644,7 @@ static rx_status eval_node(genv *e, const rx_node *n, rx_ginterp_value *out) {
     rx_ginterp_value *args = base_calloc((size_t)n->nargs + 1, sizeof *args);
     rx_status st = NULL;
     for (int i = 0; i < n->nargs && !st; i++) st = eval_node(e, n->args[i], &args[i]);
-    if (!st) st = run_fn(e->m, n->gfn, args, n->nargs, e->depth + 1, out);
+    if (!st) st = run_fn(e->m, n->gfn, args, n->nargs, e->depth + 1, e, out);
     for (int i = 0; i < n->nargs; i++) interp_graph_value_free(&args[i]);
     free(args);
     return st;
@@ -685,7 +699,7 @@ static rx_status eval_seq(genv *e, const rx_seq *seq, rx_ginterp_value *out) {
 }
 
 static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs, int n,
-                        int depth, rx_ginterp_value *out) {
+                        int depth, const genv *parent, rx_ginterp_value *out) {
   memset(out, 0, sizeof *out);
   if (!f) return base_status_make(RX_ERR_NOT_FOUND, "no graph function to run");
   if (n != f->nparams)
@@ -695,6 +709,8 @@ static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_val
   e.m = m;
   e.fn = f;
   e.depth = depth;
+  e.hook = parent ? parent->hook : NULL;
+  e.hook_arg = parent ? parent->hook_arg : NULL;
   rx_status st = NULL;
   for (int i = 0; i < n; i++) bind_whole(&e, f->params[i]->sinfo, &inputs[i]);
   for (int i = 0; i < n && !st; i++) {
@@ -736,5 +752,12 @@ static rx_status run_fn(rx_module *m, const rx_graph_fn *f, const rx_ginterp_val
 
 rx_status interp_graph_run(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs,
                            int n, rx_ginterp_value *out_result) {
-  return run_fn(m, f, inputs, n, 0, out_result);
+  return run_fn(m, f, inputs, n, 0, NULL, out_result);
+}
+
+rx_status interp_graph_run_ext(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs,
+                               int n, interp_graph_extern_fn hook, void *hook_arg,
+                               rx_ginterp_value *out_result) {
+  genv top = {.hook = hook, .hook_arg = hook_arg};
+  return run_fn(m, f, inputs, n, 0, &top, out_result);
 }

@@ -62,4 +62,15 @@ void interp_graph_value_free(rx_ginterp_value *v);
 rx_status interp_graph_run(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs,
                            int n, rx_ginterp_value *out_result);
 
+/* interp_graph_run, where a call_extern other than the library matmul calls hook(hook_arg, its
+ * name, its evaluated arguments, out) (out owned by the caller after success): how a test gives
+ * the interpreter the runtime's builtins, e.g. the collectives of a tensor-parallel program
+ * computed across ranks (tests/unit/test_shard.c). */
+typedef rx_status (*interp_graph_extern_fn)(void *hook_arg, const char *name,
+                                            const rx_ginterp_value *args, int nargs,
+                                            rx_ginterp_value *out);
+rx_status interp_graph_run_ext(rx_module *m, const rx_graph_fn *f, const rx_ginterp_value *inputs,
+                               int n, interp_graph_extern_fn hook, void *hook_arg,
+                               rx_ginterp_value *out_result);
+
 #endif

@@ -58,7 +58,27 @@ struct rx_sinfo {
    * tensors". NULL / NULL: not ragged. */
   const char *ragged_by;      /* the interned name of the offsets variable */
   const rx_expr *ragged_rows; /* b */
+  /* TENSOR: `f32[n, 4096] @ m[R, S[1]]`: a distributed tensor (issue 35, in the spirit of Relax's
+   * DTensor): the shape is the global one, `mesh` names a device mesh of the module
+   * (rx_module.meshes) and place[k] says how mesh axis k holds it: IR_PLACE_R (replicated: every
+   * device of the axis holds the whole), IR_PLACE_P (partial sums: the global value is the sum
+   * over the axis, what a row-parallel matmul leaves before its allreduce) or d >= 0 (S[d]:
+   * sharded along tensor dim d, device i of the axis holding block i). docs/text-format.md,
+   * "Distributed tensors". NULL / 0: a plain (local) tensor. */
+  const char *mesh; /* interned mesh name */
+  const int *place; /* nplace entries */
+  int nplace;
 };
+
+enum { IR_PLACE_R = -1, IR_PLACE_P = -2 };
+/* A device mesh, `mesh m = [2, 2]` at the top of a module: ndim axes of shape[k] devices. */
+#define IR_MESH_MAX_NDIM 4
+typedef struct rx_mesh {
+  const char *name; /* interned */
+  int ndim;         /* 1..IR_MESH_MAX_NDIM */
+  int64_t shape[IR_MESH_MAX_NDIM];
+  rx_loc loc;
+} rx_mesh;
 
 typedef struct rx_module rx_module;
 
@@ -75,7 +95,11 @@ const rx_sinfo *ir_sinfo_func(rx_module *m, const rx_sinfo *const *params, int n
  * `rows` rows; a copy. */
 const rx_sinfo *ir_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
                                 const rx_expr *rows);
-/* Structural equality (symbolic dims compared by pointer: they are canonical). */
+/* s (a tensor) placed on mesh `mesh` (interned) by place[n] (copied); n == 0: s made local. */
+const rx_sinfo *ir_sinfo_placed(rx_module *m, const rx_sinfo *s, const char *mesh, const int *place,
+                                int n);
+/* Structural equality (symbolic dims compared by pointer: they are canonical; placements
+ * compared too). */
 bool ir_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b);
 /* Text form as in docs/text-format.md, e.g. "f16[n, 4096]", "f32[ndim=2]", "(f32[n], i64[])". */
 void ir_sinfo_print(rx_strbuf *out, const rx_sinfo *s);
@@ -786,6 +810,7 @@ struct rx_module {
   rx_ptrmap weight_index;             /* interned name -> index in weights */
   RX_VEC(rx_module_cleanup) cleanups; /* rx_module_on_free, run last first by rx_module_free */
   RX_VEC(rx_section) sections;        /* blobs the artifact carries (ir/sections.c) */
+  RX_VEC(rx_mesh) meshes;             /* device meshes, `mesh m = [4]` (printed first) */
   /* A cache of ir_module_graph_fn & co. (ir/module.c, find_item), so that n lookups take O(n),
    * not O(n * items): per item kind, interned name -> index into items, for items[0..indexed).
    * Appending items needs nothing; a pass that renames, removes or reorders items calls
@@ -811,6 +836,8 @@ void *ir_module_alloc(rx_module *m, size_t n); /* zeroed arena memory */
 rx_graph_fn *ir_module_graph_fn(rx_module *m, const char *name);
 rx_tensor_fn *ir_module_tensor_fn(rx_module *m, const char *name);
 rx_extern_fn *ir_module_extern_fn(rx_module *m, const char *name);
+/* The mesh named name (interned), or NULL. */
+const rx_mesh *ir_module_mesh(const rx_module *m, const char *name);
 /* Drops the lookup cache of the functions above: after renaming, removing or reordering items. */
 void ir_module_items_changed(rx_module *m);
 

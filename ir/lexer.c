@@ -126,7 +126,7 @@ static const struct {
     {";", RX_TOK_SEMI},       {".", RX_TOK_DOT},         {"=", RX_TOK_ASSIGN},
     {"<", RX_TOK_LT},         {">", RX_TOK_GT},          {"+", RX_TOK_PLUS},
     {"-", RX_TOK_MINUS},      {"*", RX_TOK_STAR},        {"/", RX_TOK_SLASH},
-    {"%", RX_TOK_PERCENT},    {"!", RX_TOK_BANG},
+    {"%", RX_TOK_PERCENT},    {"!", RX_TOK_BANG},        {"@", RX_TOK_AT},
 };
 
 bool ir_lex(rx_module *m, const rx_source *src, rx_diag *diag, rx_tok **out_toks, int *out_n) {

@@ -165,6 +165,7 @@ void rx_module_free(rx_module *m) {
   ir_module_items_changed(m);
   free(m->sources.data);
   free(m->sections.data);
+  free(m->meshes.data);
   sym_expr_ctx_free(m->ctx);
   base_arena_free(&m->arena);
   free(m);
@@ -227,6 +228,12 @@ rx_tensor_fn *ir_module_tensor_fn(rx_module *m, const char *name) {
 }
 rx_extern_fn *ir_module_extern_fn(rx_module *m, const char *name) {
   return find_item(m, RX_ITEM_EXTERN, name);
+}
+
+const rx_mesh *ir_module_mesh(const rx_module *m, const char *name) {
+  for (size_t i = 0; i < m->meshes.len; i++)
+    if (m->meshes.data[i].name == name) return &m->meshes.data[i];
+  return NULL;
 }
 
 /* ---- graph nodes ---- */

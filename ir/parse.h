@@ -46,6 +46,7 @@ typedef enum rx_tok_kind {
   RX_TOK_ANDAND,     /* && */
   RX_TOK_OROR,       /* || */
   RX_TOK_BANG,       /* ! */
+  RX_TOK_AT,         /* @ (a distributed tensor's placement) */
 } rx_tok_kind;
 
 typedef struct rx_tok {

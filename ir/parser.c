@@ -382,6 +382,50 @@ int ir_parse_facts(P *p, const rx_expr ***out, rx_loc **locs) {
 
 /* ---- struct info ---- */
 
+/* A placement needs a tensor whose shape is known (the lowering divides its dims). */
+static void no_placement(P *p) {
+  if (is(p, RX_TOK_AT))
+    ir_parse_fail_at(p, cur(p)->loc,
+                     "a placement ('@ mesh[...]') needs a tensor of known shape, like f32[n, 4]");
+}
+
+/* `@ m[R, S[1], P]` after a tensor struct info (ir.h, rx_sinfo.mesh); the mesh and the counts
+ * are checked by the verifier, which sees the whole module. */
+static const rx_sinfo *placement(P *p, const rx_sinfo *s) {
+  if (!is(p, RX_TOK_IDENT) || ir_parse_is_keyword(cur(p)))
+    ir_parse_fail_expected(p, "the name of a device mesh after '@'");
+  const char *mesh = tok_text(p, cur(p));
+  next(p);
+  ir_parse_expect(p, RX_TOK_LBRACKET, "'[' and a placement per mesh axis (R, P or S[dim])");
+  int place[IR_MESH_MAX_NDIM], n = 0;
+  do {
+    rx_tok *t = cur(p);
+    int pl;
+    if (accept_kw(p, "R")) {
+      pl = IR_PLACE_R;
+    } else if (accept_kw(p, "P")) {
+      pl = IR_PLACE_P;
+    } else if (accept_kw(p, "S")) {
+      ir_parse_expect(p, RX_TOK_LBRACKET, "'[' and the sharded tensor dim after S");
+      rx_tok *dt = cur(p);
+      int64_t d = ir_parse_int_lit(p, "the sharded tensor dim (an integer) in S[dim]");
+      if (d < 0 || d >= MAX_NDIM)
+        ir_parse_fail_at(p, dt->loc, "sharded dim %lld out of range 0..%d", (long long)d,
+                         MAX_NDIM - 1);
+      ir_parse_expect(p, RX_TOK_RBRACKET, "']' after the dim of S[dim]");
+      pl = (int)d;
+    } else {
+      ir_parse_fail_expected(p, "a placement: R (replicated), P (partial sums) or S[dim]");
+    }
+    if (n == IR_MESH_MAX_NDIM)
+      ir_parse_fail_at(p, t->loc, "more than %d placements: a mesh has at most %d axes",
+                       IR_MESH_MAX_NDIM, IR_MESH_MAX_NDIM);
+    place[n++] = pl;
+  } while (accept(p, RX_TOK_COMMA));
+  ir_parse_expect(p, RX_TOK_RBRACKET, "',' or ']' after a placement");
+  return ir_sinfo_placed(p->m, s, mesh, place, n);
+}
+
 static const rx_sinfo *sinfo_body(P *p) {
   rx_tok *t = cur(p);
   rx_module *m = p->m;
@@ -455,6 +499,7 @@ static const rx_sinfo *sinfo_body(P *p) {
   ir_parse_expect(p, RX_TOK_LBRACKET, "'[' after the dtype of a tensor struct info");
   if (accept(p, RX_TOK_ELLIPSIS)) {
     ir_parse_expect(p, RX_TOK_RBRACKET, "']' after '...'");
+    no_placement(p);
     return rx_sinfo_tensor(m, dt, -1, NULL);
   }
   if (is_kw(p, "ndim") && ahead(p, 1)->kind == RX_TOK_ASSIGN) {
@@ -465,25 +510,28 @@ static const rx_sinfo *sinfo_body(P *p) {
     if (nd < 0 || nd > MAX_NDIM)
       ir_parse_fail_at(p, nt->loc, "rank %lld out of range 0..%d", (long long)nd, MAX_NDIM);
     ir_parse_expect(p, RX_TOK_RBRACKET, "']' after the rank");
+    no_placement(p);
     return rx_sinfo_tensor(m, dt, (int)nd, NULL);
   }
   const rx_expr **dims;
   int n = ir_parse_sym_list(p, &dims, RX_TOK_RBRACKET, "',' or ']' in a tensor shape");
   const rx_sinfo *s = rx_sinfo_tensor(m, dt, n, dims);
-  if (!is_kw(p, "ragged") || ahead(p, 1)->kind != RX_TOK_LPAREN) return s;
-  /* `ragged(indptr, b)` (ir.h, rx_sinfo.ragged_by) */
-  rx_loc rl = cur(p)->loc;
-  next(p);
-  next(p);
-  if (n < 1) ir_parse_fail_at(p, rl, "a ragged tensor has a leading axis to pack its rows in");
-  if (!is(p, RX_TOK_IDENT))
-    ir_parse_fail_expected(p, "the name of the offsets (indptr) in ragged(...)");
-  const char *by = tok_text(p, cur(p));
-  next(p);
-  ir_parse_expect(p, RX_TOK_COMMA, "',' and the number of rows in ragged(indptr, rows)");
-  const rx_expr *rows = ir_parse_sym(p);
-  ir_parse_expect(p, RX_TOK_RPAREN, "')' after ragged(indptr, rows)");
-  return ir_sinfo_ragged(m, s, by, rows);
+  if (is_kw(p, "ragged") && ahead(p, 1)->kind == RX_TOK_LPAREN) {
+    /* `ragged(indptr, b)` (ir.h, rx_sinfo.ragged_by) */
+    rx_loc rl = cur(p)->loc;
+    next(p);
+    next(p);
+    if (n < 1) ir_parse_fail_at(p, rl, "a ragged tensor has a leading axis to pack its rows in");
+    if (!is(p, RX_TOK_IDENT))
+      ir_parse_fail_expected(p, "the name of the offsets (indptr) in ragged(...)");
+    const char *by = tok_text(p, cur(p));
+    next(p);
+    ir_parse_expect(p, RX_TOK_COMMA, "',' and the number of rows in ragged(indptr, rows)");
+    const rx_expr *rows = ir_parse_sym(p);
+    ir_parse_expect(p, RX_TOK_RPAREN, "')' after ragged(indptr, rows)");
+    s = ir_sinfo_ragged(m, s, by, rows);
+  }
+  return accept(p, RX_TOK_AT) ? placement(p, s) : s;
 }
 
 const rx_sinfo *ir_parse_sinfo(P *p) {
@@ -1070,10 +1118,48 @@ static bool is_item_start(const rx_tok *t) {
          tok_is_kw(t, "impure");
 }
 
+/* `mesh m = [2, 2]` (ir.h, rx_mesh) */
+static void mesh_decl(P *p, rx_loc loc) {
+  rx_mesh me = {.name = tok_text(p, cur(p)), .loc = loc};
+  next(p);
+  next(p);
+  ir_parse_expect(p, RX_TOK_LBRACKET, "'[' and the devices per axis of the mesh");
+  do {
+    rx_tok *t = cur(p);
+    int64_t d = ir_parse_int_lit(p, "a number of devices (an integer) in the mesh shape");
+    if (me.ndim == IR_MESH_MAX_NDIM)
+      ir_parse_fail_at(p, t->loc, "mesh '%s' has more than %d axes", me.name, IR_MESH_MAX_NDIM);
+    if (d < 1 || d > 65536)
+      ir_parse_fail_at(p, t->loc, "mesh '%s': axis %d has %lld devices, expected 1..65536", me.name,
+                       me.ndim, (long long)d);
+    me.shape[me.ndim++] = d;
+  } while (accept(p, RX_TOK_COMMA));
+  ir_parse_expect(p, RX_TOK_RBRACKET, "',' or ']' in the mesh shape");
+  const rx_mesh *old = ir_module_mesh(p->m, me.name);
+  if (old)
+    ir_parse_fail_at(p, loc, "redefinition of mesh '%s': first defined at line %u, column %u",
+                     me.name, old->loc.line, old->loc.col);
+  RX_VEC_PUSH(&p->m->meshes, me);
+}
+
+static bool is_mesh_start(P *p, int k) {
+  return tok_is_kw(&p->t[k], "mesh") && k + 2 < p->n && p->t[k + 1].kind == RX_TOK_IDENT &&
+         p->t[k + 2].kind == RX_TOK_ASSIGN;
+}
+
 static void item(P *p) {
   rx_tok *t = cur(p);
   rx_loc loc = t->loc;
   size_t before = p->m->items.len;
+  if (is_mesh_start(p, p->i)) {
+    next(p);
+    mesh_decl(p, loc);
+    rx_tok *after = &p->t[p->i];
+    if (after->kind != RX_TOK_EOF && !after->nl)
+      ir_parse_fail_at(p, after->loc, "expected end of line after the mesh, found %s",
+                       ir_tok_describe(p->m, after));
+    return;
+  }
   if (accept_kw(p, "graph_fn")) {
     graph_fn(p, loc);
   } else if (accept_kw(p, "tensor_fn")) {
@@ -1084,7 +1170,7 @@ static void item(P *p) {
   } else if (accept_kw(p, "extern_fn")) {
     ir_parse_extern_fn(p, loc, false);
   } else {
-    ir_parse_fail_expected(p, "'graph_fn', 'tensor_fn' or 'extern_fn'");
+    ir_parse_fail_expected(p, "'graph_fn', 'tensor_fn', 'extern_fn' or 'mesh'");
   }
   rx_tok *after = &p->t[p->i]; /* raw: a lexical error there belongs to what follows */
   if (after->kind != RX_TOK_EOF && !after->nl)
@@ -1119,7 +1205,9 @@ static void guarded_item(P *p) {
   p->depth = 0;
   p->nest = 0;
   if (p->i == start) next(p);
-  while (p->t[p->i].kind != RX_TOK_EOF && !(p->t[p->i].nl && is_item_start(&p->t[p->i]))) next(p);
+  while (p->t[p->i].kind != RX_TOK_EOF &&
+         !(p->t[p->i].nl && (is_item_start(&p->t[p->i]) || is_mesh_start(p, p->i))))
+    next(p);
 }
 
 static void resolve(P *p) {

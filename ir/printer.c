@@ -661,9 +661,16 @@ static void pgraph(W *w, const rx_graph_fn *f) {
 
 void ir_module_print(rx_strbuf *out, const rx_module *m) {
   W w = {.o = out, .ctx = m->ctx, .ops = m->ops};
+  for (size_t i = 0; i < m->meshes.len; i++) {
+    const rx_mesh *me = &m->meshes.data[i];
+    base_strbuf_printf(out, "mesh %s = [", me->name);
+    for (int k = 0; k < me->ndim; k++)
+      base_strbuf_printf(out, "%s%lld", k ? ", " : "", (long long)me->shape[k]);
+    base_strbuf_append(out, "]\n");
+  }
   for (size_t i = 0; i < m->items.len; i++) {
     const rx_item *it = &m->items.data[i];
-    if (i) base_strbuf_putc(out, '\n');
+    if (i || m->meshes.len) base_strbuf_putc(out, '\n');
     switch (it->kind) {
     case RX_ITEM_GRAPH:
       pgraph(&w, it->fn);

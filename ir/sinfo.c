@@ -34,6 +34,16 @@ const rx_sinfo *ir_sinfo_ragged(rx_module *m, const rx_sinfo *s, const char *by,
   return r;
 }
 
+const rx_sinfo *ir_sinfo_placed(rx_module *m, const rx_sinfo *s, const char *mesh, const int *place,
+                                int n) {
+  rx_sinfo *r = sinfo_new(m, RX_SINFO_TENSOR);
+  *r = *s;
+  r->mesh = n ? mesh : NULL;
+  r->place = n ? base_arena_dup(&m->arena, place, sizeof *place * (size_t)n) : NULL;
+  r->nplace = n;
+  return r;
+}
+
 const rx_sinfo *rx_sinfo_shape(rx_module *m, int ndim, const rx_expr *const *values) {
   rx_sinfo *s = sinfo_new(m, RX_SINFO_SHAPE);
   s->ndim = ndim < 0 ? -1 : ndim;
@@ -73,7 +83,9 @@ bool ir_sinfo_equal(const rx_sinfo *a, const rx_sinfo *b) {
   case RX_SINFO_PRIM:
     return a->dtype == b->dtype && a->value == b->value;
   case RX_SINFO_TENSOR:
-    if (a->dtype != b->dtype) return false;
+    if (a->dtype != b->dtype || a->mesh != b->mesh || a->nplace != b->nplace) return false;
+    for (int i = 0; i < a->nplace; i++)
+      if (a->place[i] != b->place[i]) return false;
     /* fallthrough */
   case RX_SINFO_SHAPE:
     if (a->ndim != b->ndim || !a->shape != !b->shape) return false;
@@ -121,6 +133,19 @@ void ir_sinfo_print(rx_strbuf *out, const rx_sinfo *s) {
       base_strbuf_printf(out, " ragged(%s, ", s->ragged_by);
       sym_expr_print(out, s->ragged_rows);
       base_strbuf_putc(out, ')');
+    }
+    if (s->mesh) {
+      base_strbuf_printf(out, " @ %s[", s->mesh);
+      for (int i = 0; i < s->nplace; i++) {
+        if (i) base_strbuf_append(out, ", ");
+        if (s->place[i] == IR_PLACE_R)
+          base_strbuf_putc(out, 'R');
+        else if (s->place[i] == IR_PLACE_P)
+          base_strbuf_putc(out, 'P');
+        else
+          base_strbuf_printf(out, "S[%d]", s->place[i]);
+      }
+      base_strbuf_putc(out, ']');
     }
     return;
   case RX_SINFO_SHAPE:

@@ -154,6 +154,46 @@ static void check_ragged(vctx *v, const rx_sinfo *s, rx_loc loc, const char *wha
   }
 }
 
+/* `@ m[...]` (ir.h, rx_sinfo.mesh): the mesh is declared, one placement per mesh axis, S[d]
+ * names a dim of the tensor, no two axes shard the same dim (a dim split over two axes is not
+ * supported), and a static sharded dim divides evenly (symbolic ones are proven or refused when
+ * the program is lowered to ranks: passes/shard.c). */
+static void check_placement(vctx *v, const rx_sinfo *s, rx_loc loc, const char *what) {
+  const rx_mesh *me = ir_module_mesh(v->m, s->mesh);
+  if (!me) {
+    err(v, loc, "%s is placed on mesh '%s', which is not declared (mesh %s = [devices, ...])", what,
+        s->mesh, s->mesh);
+    return;
+  }
+  if (s->nplace != me->ndim) {
+    err(v, loc, "%s gives %d placement%s for mesh '%s', which has %d ax%s", what, s->nplace,
+        s->nplace == 1 ? "" : "s", s->mesh, me->ndim, me->ndim == 1 ? "is" : "es");
+    return;
+  }
+  for (int k = 0; k < s->nplace; k++) {
+    int d = s->place[k];
+    if (d < 0) continue;
+    if (s->ndim < 0 || d >= s->ndim) {
+      err(v, loc, "%s: S[%d] on mesh axis %d shards dim %d, but the tensor has %s %d", what, d, k,
+          d, s->ndim < 0 ? "an unknown rank, not" : "rank", s->ndim);
+      continue;
+    }
+    for (int j = 0; j < k; j++)
+      if (s->place[j] == d)
+        err(v, loc,
+            "%s: mesh axes %d and %d both shard dim %d (a dim split over two mesh axes is not "
+            "supported)",
+            what, j, k, d);
+    int64_t c;
+    if (s->shape && s->shape[d]->kind == RX_EXPR_CONST &&
+        (c = s->shape[d]->value) % me->shape[k] != 0)
+      err(v, loc,
+          "%s: dim %d of size %lld does not divide among the %lld devices of axis %d of "
+          "mesh '%s'",
+          what, d, (long long)c, (long long)me->shape[k], k, s->mesh);
+  }
+}
+
 static void sinfo_syms(vctx *v, const rx_sinfo *s, rx_loc loc, const char *what) {
   if (!s) return;
   switch (s->kind) {
@@ -161,6 +201,7 @@ static void sinfo_syms(vctx *v, const rx_sinfo *s, rx_loc loc, const char *what)
     return;
   case RX_SINFO_TENSOR:
     if (s->ragged_by && !v->tfn && v->written) check_ragged(v, s, loc, what);
+    if (s->mesh) check_placement(v, s, loc, what);
     /* fallthrough */
   case RX_SINFO_SHAPE:
     for (int i = 0; s->shape && i < s->ndim; i++) check_syms(v, s->shape[i], loc, what);

@@ -510,6 +510,11 @@ static const rx_sinfo *call_op(norm *st, rx_node *n) {
     st->nm->ok = false;
     return st->nm->poison;
   }
+  r = ops_dist_place(&dc, n, r);
+  if (!r) {
+    st->nm->ok = false;
+    return st->nm->poison;
+  }
   return keep_ragged(st, n, r);
 }
 

@@ -91,6 +91,18 @@ const rx_attr *ops_call_attr(const rx_node *call, const char *name);
  * with the new shape, whose element count is checked at run time. Legalization leaves these
  * calls in place. call must be normalized (struct info deduced). */
 bool ops_op_is_host_call(const rx_node *call);
+/* allreduce, allgather, reduce_scatter, broadcast, send, recv (ops/dist.c): legalized to the
+ * runtime's rx_ccl_* builtins by passes/legalize_dist.c, not to tensor programs. */
+bool ops_op_is_collective(const rx_op *op);
+/* ---- distributed tensors (ops/dist.c) ---- */
+/* r, the deduced result of call n, with the placement its operands' give it (ir.h,
+ * rx_sinfo.mesh); r itself when no operand is distributed; NULL after an error. */
+const rx_sinfo *ops_dist_place(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r);
+/* The rule of call n (deduced global result r) on mesh axis k: need[i] (n->nargs entries) is the
+ * placement operand i must have (its own, or R where the op needs it whole: a collective), *out
+ * the result's. false after an error. */
+bool ops_dist_rule(rx_deduce_ctx *dc, const rx_node *n, const rx_sinfo *r, int k, int *need,
+                   int *out);
 
 /* Errors and warnings from deduction, at the call's location. */
 void ops_deduce_error(rx_deduce_ctx *dc, const char *fmt, ...) RX_PRINTF(2, 3);

@@ -138,6 +138,26 @@ static const rx_attr_schema attrs_moe_matmul[] = {
      "w [E, 2F, K] (gate rows, then up rows): silu(gate) * up, [n * k, F] (default false)"},
     {"scheme", RX_ATTR_STR, false, "w's quantization scheme, as quant_matmul's (default: none)"},
     {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_allreduce[] = {
+    {"op", RX_ATTR_STR, false, "\"sum\" (default) or \"max\""}, {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_allgather[] = {
+    {"axis", RX_ATTR_INT, true, "the dim the ranks' blocks are concatenated along"},
+    {"world", RX_ATTR_INT, true, "the number of ranks"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_reduce_scatter[] = {
+    {"axis", RX_ATTR_INT, true, "the dim split into the ranks' blocks"},
+    {"world", RX_ATTR_INT, true, "the number of ranks"},
+    {"op", RX_ATTR_STR, false, "\"sum\" (default) or \"max\""},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_broadcast[] = {
+    {"root", RX_ATTR_INT, false, "the rank whose x every rank gets (default 0)"},
+    {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_send[] = {{"peer", RX_ATTR_INT, true, "the receiving rank"},
+                                            {NULL, 0, false, NULL}};
+static const rx_attr_schema attrs_recv[] = {
+    {"peer", RX_ATTR_INT, true, "the sending rank"},
+    {"dtype", RX_ATTR_DTYPE, false, "the dtype received (default f32)"},
+    {NULL, 0, false, NULL}};
 static const rx_attr_schema attrs_moe_gemv[] = {
     {"gathered", RX_ATTR_BOOL, false,
      "x has a row per (token, slot) pair, [n * k, K] (default false: a row per token, [n, K])"},

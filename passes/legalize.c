@@ -14,6 +14,7 @@
  * becomes the program's, so the code generators prove its indices fit 32 bits as they do for a
  * fused program. A call repeated in another function with other facts gets its own program. */
 #include "../ops/legalize.h"
+#include "passes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,7 +207,8 @@ static void walk_node(lstate *st, rx_binding *b) {
   }
   if (v->kind != RX_NODE_CALL || !v->op) return;
   if (ops_op_is_host_call(v)) return; /* executed by the host program itself (ops/ops.h) */
-  rx_node *n = lower_call(st, b);
+  rx_node *n =
+      ops_op_is_collective(v->op) ? pass_collective_extern(st->m, v, st->diag) : lower_call(st, b);
   if (!n) {
     st->ok = false;
     return;

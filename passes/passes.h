@@ -53,6 +53,21 @@ bool pass_dispatch(rx_module *m, const rx_dispatch_options *o, rx_diag *diag);
  * (an op that cannot be legalized: unknown rank or shape, unknown dtype). */
 bool pass_legalize(rx_module *m, rx_diag *diag);
 
+/* passes/shard.c: the global view (distributed struct info on one-axis meshes of world devices)
+ * lowered to the local program each rank runs, with allreduce / allgather inserted where
+ * placements change and the result made whole (docs/distributed.md). A module without meshes is
+ * left as it is. Returns false after an error (a dim not provably divisible, named). */
+bool pass_shard(rx_module *m, int world, rx_diag *diag);
+/* pass_shard with world the devices of the module's (first) mesh: the compile pipeline's step. */
+bool pass_shard_module(rx_module *m, rx_diag *diag);
+/* Rank rank's weights: every module weight bound to a parameter placed S[d] (by name, as the
+ * importers bind them) replaced by its block rank of world along d (a copy the module owns).
+ * Run on the global view, before pass_shard. */
+bool pass_shard_weights(rx_module *m, int world, int rank, rx_diag *diag);
+/* passes/legalize_dist.c: a collective op call (allreduce ... recv) as the call_extern of its
+ * rx_ccl_* builtin (declared in m on first use; docs/distributed.md); NULL for other calls. */
+rx_node *pass_collective_extern(rx_module *m, const rx_node *call, rx_diag *diag);
+
 /* passes/annotate.c: the fusion pattern of every tensor program from its loop body
  * (rx_tensor_fn.pattern). */
 bool pass_annotate(rx_module *m, rx_diag *diag);

@@ -86,6 +86,12 @@ static rx_status parse_container(rx_rt_artifact *a) {
   const uint8_t *d = a->data;
   size_t size = a->size;
   const char *nm = a->name;
+  if (size >= 12 && rd32(d) == 0x31525852u) /* "RXR1": runtime/artifact_ranks.c */
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: a multi-rank artifact (%u ranks, relaxc compile "
+                            "--tensor-parallel): load one rank with rx_rt_artifact_load_rank, or "
+                            "run it under mpirun",
+                            nm, rd32(d + 8));
   if (size >= 4 && rd32(d) != RXM_MAGIC)
     return base_status_make(RX_ERR_INVALID,
                             "%s: not a relaxc artifact (the file starts with "
@@ -606,6 +612,11 @@ rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t s
   if (!copy) return rt_oom("an artifact", size);
   if (size) memcpy(copy, data, size);
   return load(d, copy, size, false, name, out_artifact);
+}
+
+rx_status rt_artifact_load_owned(rx_rt_device *d, uint8_t *data, size_t size, bool mapped,
+                                 const char *name, rx_rt_artifact **out_artifact) {
+  return load(d, data, size, mapped, name, out_artifact);
 }
 
 rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path, rx_rt_artifact **out_artifact) {

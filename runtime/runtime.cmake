@@ -71,6 +71,7 @@ set(RX_RUNTIME_SOURCES
   ${RX_RUNTIME_DIR}/expr.c
   ${RX_RUNTIME_DIR}/library.c
   ${RX_RUNTIME_DIR}/artifact.c
+  ${RX_RUNTIME_DIR}/artifact_ranks.c
   ${RX_RUNTIME_DIR}/vm.c
   ${RX_RUNTIME_DIR}/vm_walk.c
   ${RX_RUNTIME_DIR}/autobatch.c

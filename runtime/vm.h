@@ -176,6 +176,11 @@ const char *vm_extern_names(void);
  * directory is "PATH: is a directory, not WHAT". */
 rx_status vm_map_file(const char *path, const char *what, uint8_t **out, size_t *out_size);
 void vm_unmap(void *p, size_t size);
+/* runtime/artifact.c: the artifact over data[size], which it owns from here (a mapping when
+ * mapped: vm_unmap at the end), as rx_rt_artifact_load does after mapping a file; used by
+ * runtime/artifact_ranks.c for one rank of a multi-rank artifact. */
+rx_status rt_artifact_load_owned(rx_rt_device *d, uint8_t *data, size_t size, bool mapped,
+                                 const char *name, rx_rt_artifact **out_artifact);
 /* The loader's steps: the safetensors header of the section or the side file (after the
  * manifest), the parameters bound to weights (after the host program), the upload (with a
  * device); then vm_weights_free at destruction. */

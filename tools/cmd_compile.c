@@ -17,6 +17,10 @@
  * ~/.cache/relaxc; --no-cache or RELAXC_NO_CACHE=1 without --cache-dir: none); a cache that
  * cannot be opened is a warning, never an error. On a terminal, a compile longer than a second
  * shows one updating progress line on stderr (not with --quiet).
+ * --tensor-parallel N (issue 35): FILE's global view (distributed struct info on a one-axis mesh
+ * of N devices: docs/text-format.md, "Distributed tensors") compiled once per rank, each with its
+ * shards of the weights (passes/shard.c) and its own memory plan, into ONE multi-rank artifact
+ * (docs/artifact.md, "Multi-rank artifacts").
  * Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
  * target, compile errors, unwritable output), 2 usage errors. */
 #include "commands.h"
@@ -24,6 +28,7 @@
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"
 #include "ir/ir.h"
+#include "passes/passes.h"
 #include "relaxc/compiler.h" /* rx_batch_function (not only through onnx_import.h) */
 #include "targets/target.h"
 
@@ -139,6 +144,101 @@ static bool load(rx_module *m, const char *file, const char *text, size_t len, c
 #endif
 }
 
+/* true for OK; an error printed (and *reported set) otherwise. */
+static bool reported_ok(rx_status st, bool *reported) {
+  if (!st) return true;
+  fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
+  rx_status_free(st);
+  *reported = true;
+  return false;
+}
+
+/* --tensor-parallel N: rank r's artifact compiled from a fresh import with rank r's weights,
+ * written next to outpath, then all put into outpath (each part removed). */
+static bool compile_ranks(int world, const char *file, const char *text, size_t len, char kind,
+                          const rx_hf_options *hfo, rx_compile_options *o, const char *outpath,
+                          rx_diag *diag, bool *reported) {
+  if (kind == 'h') {
+    fprintf(stderr, "relaxc: error: --tensor-parallel: the Megatron preset for a Hugging Face "
+                    "model is not implemented yet; give .rx text with a mesh and placements\n");
+    *reported = true;
+    return false;
+  }
+  char **parts = calloc((size_t)world, sizeof *parts);
+  bool ok = true;
+  for (int r = 0; ok && r < world; r++) {
+    rx_module *m = rx_module_new();
+    ok = load(m, file, text, len, kind, hfo, diag, reported);
+    const rx_mesh *me = ok && m->meshes.len ? &m->meshes.data[0] : NULL;
+    if (ok && (!me || me->ndim != 1 || me->shape[0] != world)) {
+      fprintf(stderr,
+              "relaxc: error: --tensor-parallel %d: %s declares %s; expected one mesh of "
+              "%d devices (mesh m = [%d])\n",
+              world, cli_input_name(file), me ? "another mesh" : "no mesh", world, world);
+      *reported = true;
+      ok = false;
+    }
+    ok = ok && pass_shard_weights(m, world, r, diag);
+    rx_compile_result res;
+    memset(&res, 0, sizeof res);
+    if (outpath) {
+      size_t n = strlen(outpath) + 32;
+      parts[r] = malloc(n);
+      snprintf(parts[r], n, "%s.rank%d.tmp", outpath, r);
+      o->artifact_path = parts[r];
+    }
+    ok = ok && drv_compile(m, o, diag, &res);
+    if (ok && outpath) ok = reported_ok(drv_artifact_write(parts[r], NULL, m, &res), reported);
+    drv_compile_result_free(&res);
+    rx_module_free(m);
+  }
+  if (ok && outpath)
+    ok =
+        reported_ok(drv_artifact_ranks_write(outpath, (const char *const *)parts, world), reported);
+  for (int r = 0; r < world; r++) {
+    if (parts[r]) remove(parts[r]);
+    free(parts[r]);
+  }
+  free(parts);
+  o->artifact_path = outpath;
+  if (ok)
+    printf("%s: %d ranks%s%s\n", cli_input_name(file), world, outpath ? " -> " : "",
+           outpath ? outpath : "");
+  return ok;
+}
+
+/* Whether a flag of a Hugging Face model folder was given. */
+static bool hf_flags_given(const rx_hf_options *h) {
+  return h->dtype || h->max_seq_len || h->max_batch || h->no_weights || h->quantize ||
+         h->quantize_embeddings;
+}
+
+/* --tensor-parallel N: N in 1..4096, else 0. */
+static long tp_flag(const char *v) {
+  char *end;
+  long n = strtol(v, &end, 10);
+  return *end || n < 1 || n > 4096 ? 0 : n;
+}
+
+/* compile_ranks with its diagnostics printed and the kernel cache closed. */
+static bool run_ranks(int world, const char *file, char *text, size_t len, char kind,
+                      const rx_hf_options *hfo, rx_compile_options *o, const char *outpath,
+                      bool ignored) {
+  if (ignored)
+    fputs("relaxc: warning: --tensor-parallel ignores --weights-file, --weights and --batch\n",
+          stderr);
+  rx_diag diag;
+  base_diag_init(&diag);
+  bool reported = false;
+  bool ok = compile_ranks(world, file, text, len, kind, hfo, o, outpath, &diag, &reported);
+  fputs(rx_diag_text(&diag), stderr);
+  if (!ok && diag.errors == 0 && !reported) fputs("relaxc: error: compilation failed\n", stderr);
+  drv_kcache_close(o->cache);
+  base_diag_free(&diag);
+  free(text);
+  return ok;
+}
+
 /* Whether --dump-after names a step; prints the known ones when not. */
 static bool dump_step_known(const char *step) {
   if (drv_compile_step_known(step)) return true;
@@ -205,6 +305,7 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
   const char *batches[8]; /* --batch FN[:SHARED,...] */
   size_t nbatch = 0;
+  long tp = 0; /* --tensor-parallel N */
   rx_cli_args it = cli_begin(cmd, argc, argv);
   while (cli_next(&it)) {
     const char *f = it.flag;
@@ -228,6 +329,8 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       if (nbatch == RX_ARRAY_LEN(batches))
         return cli_usage_error(cmd, "%s", "--batch given more than 8 times");
       batches[nbatch++] = it.value;
+    } else if (!strcmp(f, "--tensor-parallel")) {
+      if (!(tp = tp_flag(it.value))) return cli_usage_error(cmd, "--tensor-parallel: 1..4096");
     } else if (!strcmp(f, "--time-passes")) {
       o.time_passes = true;
     } else if (!strcmp(f, "--no-fuse")) {
@@ -269,15 +372,11 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   char *text = hf ? base_strdup("") : cli_read_input(file, RX_FILE_MODEL, &len);
   if (!text) return 1;
   bool onnx = !hf && cli_is_onnx(file, text, len);
-  if ((hfo.dtype || hfo.max_seq_len || hfo.max_batch || hfo.no_weights || hfo.quantize ||
-       hfo.quantize_embeddings) &&
-      !hf) {
+  if (!hf && hf_flags_given(&hfo)) {
     free(text);
     return cli_usage_error(cmd,
                            "--dtype, --max-seq-len, --max-batch, --no-weights and --quantize "
-                           "are for a "
-                           "Hugging Face "
-                           "model folder; '%s' is not one (no config.json)",
+                           "are for a Hugging Face model folder; '%s' is not one (no config.json)",
                            cli_input_name(file));
   }
   if (wdir && !onnx) {
@@ -299,6 +398,14 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   o.jobs = tc.jobs;
   o.progress = !tc.quiet && isatty(2);
   open_cache(&tc, &o);
+  if (tp) /* takes text */
+    return run_ranks((int)tp, file, text, len,
+                     hf     ? 'h'
+                     : onnx ? 'o'
+                            : 't',
+                     &hfo, &o, outpath, wfile || wdir || nbatch)
+               ? 0
+               : 1;
   rx_module *m = rx_module_new();
   rx_diag diag;
   base_diag_init(&diag);
@@ -307,7 +414,8 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   bool reported = false; /* an error is printed already */
-  bool ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
+  bool ok;
+  ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
   for (size_t i = 0; ok && i < nbatch; i++) ok = batch_flag(m, batches[i], &reported);
   ok = ok && drv_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);
@@ -323,15 +431,7 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     reported = true;
   }
 #endif
-  if (ok && outpath) {
-    rx_status st = drv_artifact_write(outpath, wfile, m, &r);
-    if (st) {
-      fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));
-      rx_status_free(st);
-      ok = false;
-      reported = true;
-    }
-  }
+  if (ok && outpath) ok = reported_ok(drv_artifact_write(outpath, wfile, m, &r), &reported);
   if (ok) {
     summary(file, &r, outpath, wdir, wfile);
   } else if (diag.errors == 0 && !reported) {

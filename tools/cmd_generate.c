@@ -14,9 +14,9 @@
  *
  * Under mpirun (`mpirun -n N relaxc generate MODEL.rxm ...`: Open MPI's OMPI_COMM_WORLD_SIZE in
  * the environment) each process is a rank of a tensor-parallel run (docs/distributed.md): the
- * model is loaded with the MPI communicator (rank R's part: MODEL.rankR.rxm where it exists),
- * rank 0 tokenizes, samples, prints and drives, and the other ranks follow its calls
- * (rx_llm_model_follow) and print nothing but errors. */
+ * model is loaded with the MPI communicator (rank R's part: its rank of a multi-rank artifact, or
+ * MODEL.rankR.rxm where it exists), rank 0 tokenizes, samples, prints and drives, and the other
+ * ranks follow its calls (rx_llm_model_follow) and print nothing but errors. */
 #include "commands.h"
 
 #include "relaxc/ccl.h"

@@ -631,43 +631,20 @@ static bool extract(const rx_rt_artifact *a, const char *dir) {
   return ok;
 }
 
-int cli_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
-  const char *model = NULL, *xdir = NULL;
-  bool code = false;
-  rx_cli_args it = cli_begin(cmd, argc, argv);
-  while (cli_next(&it)) {
-    if (!it.flag) {
-      if (model) return cli_usage_error(cmd, "inspect takes one MODEL.rxm, got '%s' too", it.value);
-      model = it.value;
-    } else if (!strcmp(it.flag, "--code")) {
-      code = true;
-    } else if (!strcmp(it.flag, "--extract")) {
-      xdir = it.value;
-    } else {
-      return cli_unhandled(&it);
-    }
-  }
-  if (it.status >= 0) return it.status;
-  if (!model) return cli_usage_error(cmd, "%s", "inspect needs a MODEL.rxm or MODEL.gguf");
-  if (!cli_not_dir(model)) return 1;
-  if (cli_inspect_is_gguf(model)) {
-    if (code || xdir)
-      return cli_usage_error(cmd, "%s applies to an artifact, not to the GGUF file '%s'",
-                             code ? "--code" : "--extract", model);
-    return cli_inspect_gguf(model);
-  }
+/* Prints what artifact rank `rank` of model (0 of a plain one) holds; extracts it to xdir. */
+static bool inspect_one(const char *model, int rank, bool code, const char *xdir) {
   rx_rt_artifact *a = NULL;
-  rx_status s = rx_rt_artifact_load(NULL, model, &a);
+  rx_status s = rx_rt_artifact_load_rank(NULL, model, rank, &a);
   if (s) {
     fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
     rx_status_free(s);
-    return 1;
+    return false;
   }
   cJSON *m = cJSON_Parse(rx_rt_artifact_manifest(a)); /* validated by the loader */
   if (!m) {                                           /* valid JSON, so only out of memory */
     fputs("relaxc: error: out of host memory reading the manifest\n", stderr);
     rx_rt_artifact_release(a);
-    return 1;
+    return false;
   }
   size_t total = 0, n = rx_rt_artifact_section_count(a);
   for (size_t i = 0; i < n; i++) {
@@ -701,5 +678,49 @@ int cli_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
   bool ok = !xdir || extract(a, xdir);
   cJSON_Delete(m);
   rx_rt_artifact_release(a);
+  return ok;
+}
+
+int cli_cmd_inspect(const rx_cli_command *cmd, int argc, char **argv) {
+  const char *model = NULL, *xdir = NULL;
+  bool code = false;
+  rx_cli_args it = cli_begin(cmd, argc, argv);
+  while (cli_next(&it)) {
+    if (!it.flag) {
+      if (model) return cli_usage_error(cmd, "inspect takes one MODEL.rxm, got '%s' too", it.value);
+      model = it.value;
+    } else if (!strcmp(it.flag, "--code")) {
+      code = true;
+    } else if (!strcmp(it.flag, "--extract")) {
+      xdir = it.value;
+    } else {
+      return cli_unhandled(&it);
+    }
+  }
+  if (it.status >= 0) return it.status;
+  if (!model) return cli_usage_error(cmd, "%s", "inspect needs a MODEL.rxm or MODEL.gguf");
+  if (!cli_not_dir(model)) return 1;
+  if (cli_inspect_is_gguf(model)) {
+    if (code || xdir)
+      return cli_usage_error(cmd, "%s applies to an artifact, not to the GGUF file '%s'",
+                             code ? "--code" : "--extract", model);
+    return cli_inspect_gguf(model);
+  }
+  int ranks = 1;
+  rx_status rs = rx_rt_artifact_rank_count(model, &ranks);
+  if (rs) {
+    fprintf(stderr, "relaxc: error: %s\n", rx_status_message(rs));
+    rx_status_free(rs);
+    return 1;
+  }
+  if (ranks > 1 && xdir)
+    return cli_usage_error(cmd, "--extract takes a plain artifact; '%s' holds %d ranks", model,
+                           ranks);
+  if (ranks > 1) printf("%s: multi-rank artifact, %d ranks\n", model, ranks);
+  bool ok = true;
+  for (int r = 0; ok && r < ranks; r++) {
+    if (ranks > 1) printf("\n== rank %d ==\n", r);
+    ok = inspect_one(model, r, code, xdir);
+  }
   return ok ? 0 : 1;
 }

@@ -123,6 +123,10 @@ static const rx_cli_flag compile_flags[] = {
      "write the weights to the side file PATH (safetensors), which the artifact names; "
      "default: inside the artifact",
      NULL},
+    {"--tensor-parallel", NULL, "N",
+     "compile the global view (a mesh of N devices and placements) once per rank, each with its "
+     "shards of the weights, into one multi-rank artifact",
+     NULL},
     {"--jobs", "-j", "N",
      "compile kernels on N threads; default: the online CPUs (the artifact is the same for any N)",
      NULL},

@@ -221,7 +221,9 @@ typedef struct rx_llm_model_options {
                             of 2^31 - 1 runs with less); 0: the artifact's */
   /* Tensor parallelism (relaxc/ccl.h, docs/distributed.md): this process's communicator, or
    * NULL for one process. With one of several ranks, rank R loads its part of the model
-   * (MODEL.rankR.rxm beside MODEL.rxm where that file exists, else MODEL.rxm whole), the
+   * (its rank of a multi-rank artifact, relaxc compile --tensor-parallel N with N the
+   * communicator's size; else MODEL.rankR.rxm beside MODEL.rxm where that file exists, else
+   * MODEL.rxm whole), the
    * communicator is attached to its artifact (and NCCL enabled on a CUDA device), and every
    * rank warms up together. Rank 0 then drives: its prefills, decodes and resets are broadcast
    * to the other ranks, which run them in rx_llm_model_follow; the tokenizer, the sampler and

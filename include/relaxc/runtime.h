@@ -262,6 +262,14 @@ RX_API rx_status rx_rt_artifact_load(rx_rt_device *d, const char *path,
 /* The same from memory (copied); name is used in messages ("model.rxm"). */
 RX_API rx_status rx_rt_artifact_load_memory(rx_rt_device *d, const void *data, size_t size,
                                             const char *name, rx_rt_artifact **out_artifact);
+/* A multi-rank artifact (`relaxc compile --tensor-parallel N`; docs/artifact.md, "Multi-rank
+ * artifacts") holds N normal artifacts, one per rank of a tensor-parallel group: its own program,
+ * its shards of the weights and its own memory plan. rank_count: N, or 1 for a plain artifact.
+ * load_rank: rank's artifact (rank 0 of a plain artifact: the artifact itself), mapped, not
+ * copied; an out-of-range rank or a damaged container is an error naming the file. */
+RX_API rx_status rx_rt_artifact_rank_count(const char *path, int *out_ranks);
+RX_API rx_status rx_rt_artifact_load_rank(rx_rt_device *d, const char *path, int rank,
+                                          rx_rt_artifact **out_artifact);
 RX_API void rx_rt_artifact_retain(rx_rt_artifact *a);
 RX_API void rx_rt_artifact_release(rx_rt_artifact *a); /* NULL is fine */
 /* The device the artifact was loaded on; NULL when loaded without one. */

@@ -176,21 +176,35 @@ static rx_status warm_up(rx_llm_model *m) {
 }
 
 /* ---- tensor parallelism: rank 0 leads, the others follow (options.comm) ---- */
-/* The rank's artifact: MODEL.rankR.rxm beside MODEL.rxm where it exists (one artifact per rank,
- * until the multi-rank artifact of `relaxc compile --tensor-parallel N`), else MODEL.rxm; the
- * communicator attached before the warm-up, which every rank runs together. */
+/* The rank's artifact: its part of a multi-rank artifact (relaxc compile --tensor-parallel N,
+ * rx_rt_artifact_load_rank; N must be the communicator's size); else MODEL.rankR.rxm beside
+ * MODEL.rxm where it exists (one artifact per rank, made some other way), else MODEL.rxm whole
+ * (every rank holds the whole model). */
 static rx_status load_rank(rx_llm_model *m, rx_rt_comm *comm, const char *path) {
   char rank_path[4096];
   const char *p = path;
-  if (comm && rx_rt_comm_size(comm) > 1) {
-    size_t len = strlen(path);
-    if (len > 4 && !strcmp(path + len - 4, ".rxm") && len < sizeof rank_path - 32) {
-      snprintf(rank_path, sizeof rank_path, "%.*s.rank%d.rxm", (int)(len - 4), path,
-               rx_rt_comm_rank(comm));
-      if (access(rank_path, R_OK) == 0) p = rank_path;
-    }
+  int ranks = 1, world = comm ? rx_rt_comm_size(comm) : 1, rank = comm ? rx_rt_comm_rank(comm) : 0;
+  rx_status probe = rx_rt_artifact_rank_count(path, &ranks);
+  if (probe) { /* not readable: the load below says why, as for one process */
+    rx_status_free(probe);
+    ranks = 1;
   }
-  RX_RETURN_IF_ERROR(rx_rt_artifact_load(m->device, p, &m->artifact));
+  if (ranks > 1) {
+    if (ranks != world)
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: an artifact of %d ranks, run by %d process%s (mpirun -n %d)",
+                              path, ranks, world, world == 1 ? "" : "es", ranks);
+    RX_RETURN_IF_ERROR(rx_rt_artifact_load_rank(m->device, path, rank, &m->artifact));
+  } else {
+    if (world > 1) {
+      size_t len = strlen(path);
+      if (len > 4 && !strcmp(path + len - 4, ".rxm") && len < sizeof rank_path - 32) {
+        snprintf(rank_path, sizeof rank_path, "%.*s.rank%d.rxm", (int)(len - 4), path, rank);
+        if (access(rank_path, R_OK) == 0) p = rank_path;
+      }
+    }
+    RX_RETURN_IF_ERROR(rx_rt_artifact_load(m->device, p, &m->artifact));
+  }
   if (!comm) return NULL;
   m->comm = comm;
   rx_rt_comm_retain(comm);

@@ -636,10 +636,11 @@ static void test_patterns(void) {
   }
   CHECK_MSG(!strcmp(ir_pattern_name(RX_PATTERN_OUT_FUSABLE), "out_fusable"), "pattern name");
   CHECK_MSG(!strcmp(ir_pattern_name(RX_PATTERN_ELEMWISE), "elementwise"), "one name per pattern");
-  /* ops.def's legalization column: every op has a generator but the host-level one, and the
-   * table's ids are its rows */
+  /* ops.def's legalization column: every op has a generator but the host-level ones
+   * (tensor_to_shape, and the collectives, which become call_externs of the runtime's builtins:
+   * passes/legalize_dist.c), and the table's ids are its rows */
   for (int i = 0; i < n; i++) {
-    bool host = all[i]->id == RX_OP_tensor_to_shape;
+    bool host = all[i]->id == RX_OP_tensor_to_shape || ops_op_is_collective(all[i]);
     CHECK_MSG(all[i]->id == (rx_op_id)i, "op %s has id %d at row %d", all[i]->name, (int)all[i]->id,
               i);
     CHECK_MSG(ops_legalize_has_generator(all[i]) != host, "op %s: %s", all[i]->name,
@@ -693,7 +694,11 @@ static void test_all_ops_legalize(void) {
       /* against the ONNX reference's outputs: the node suite
          (test_onnx_nodes) and tests/onnx/nodes' symbolic cases */
       "scatter_elements", "einsum", "grid_sample", "det", "max_pool2d_index", "dft",
-      "non_max_suppression", "tfidf", "roi_align"};
+      "non_max_suppression", "tfidf", "roi_align",
+      /* collectives, call_externs of the runtime's builtins: their shapes and builtins in
+         tests/lit/dist/collectives.rx; all but send and recv computed across ranks in
+         tests/unit/test_shard.c; the builtins themselves: runtime/ccl's tests */
+      "allreduce", "allgather", "reduce_scatter", "broadcast", "send", "recv"};
   for (int i = 0; i < n; i++) {
     char pat[64];
     snprintf(pat, sizeof pat, "|%s(", all[i]->name);

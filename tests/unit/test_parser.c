@@ -95,7 +95,7 @@ static void test_recovery(void) {
                      "graph_fn good(x: f32[n]) {\n"
                      "  return x\n"
                      "}\n"
-                     "tensor_fn t(a: f32[n]) { @ }\n";
+                     "tensor_fn t(a: f32[n]) { $ }\n";
   rx_diag d;
   bool ok;
   rx_module *m = parse(text, &d, &ok);
@@ -105,7 +105,7 @@ static void test_recovery(void) {
   CHECK(ir_module_graph_fn(m, "bad") == NULL);
   CHECK(strstr(rx_diag_text(&d),
                "t.rx:3:3: error: expected an expression, found keyword 'return'") != NULL);
-  CHECK(strstr(rx_diag_text(&d), "t.rx:8:26: error: unexpected character '@'") != NULL);
+  CHECK(strstr(rx_diag_text(&d), "t.rx:8:26: error: unexpected character '$'") != NULL);
   CHECK(strstr(rx_diag_text(&d), "\n    ^\n") != NULL);
   base_diag_free(&d);
   rx_module_free(m);
