@@ -8,8 +8,20 @@
  * else filled by one device copy per run of consecutive rows; each output [G, ...] is copied once
  * into a tensor of the batcher's own (the batched call's results may live in planned storage
  * that the next call overwrites), whose rows are the calls' outputs. Rounds repeat until every
- * call ran; no ready call while some wait means a cycle, which the error names. */
+ * call ran; no ready call while some wait means a cycle, which the error names.
+ *
+ * The gather path (issue 36; docs/autobatch.md, "Gathers and copies"): when the artifact has the
+ * batched form's index-array form "<batched>_gather" (rx_batch_function_gather), each output of
+ * a function's batches in one run goes to that function's arena, one tensor [calls, ...] (the same
+ * one copy out of the batched call's result, placed at the arena's next rows), so the operands a
+ * later batch takes from earlier outputs are rows of ONE tensor whatever batch made them (a
+ * tree's children of different heights, an RNN's surviving sequences); such a batch calls the
+ * index-array form with the arena and an index array (the take fused into the kernels) instead
+ * of copying the rows. Operands that are caller tensors are still stacked by copies (with the
+ * index array 0..g-1). The stats count copies, their bytes, views (an earlier output passed as
+ * is) and gathers. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,14 +29,28 @@
 #include "relaxc/autobatch.h"
 
 #define AB_MAX_PARAMS 64 /* parameters of a batched function */
+#define AB_MAX_OUTS   16 /* outputs of a function that get an arena */
+
+/* The rows of output o of every call of one function in one rx_rt_batcher_run (gather mode):
+ * one tensor [rows, ...] that each batch's output is copied into at `next`, so that the
+ * operands later batches take from those outputs are rows of ONE tensor whatever batch made
+ * them (a tree's children of different heights, the survivors of an RNN step), passed to the
+ * index-array form with an index array instead of being copied. */
+typedef struct ab_arena {
+  rx_rt_tensor *t; /* retained, or NULL until the function's first batch */
+  size_t next;
+} ab_arena;
 
 typedef struct ab_fn {
   char *name, *batched;
+  char *gather; /* "<batched>_gather" when the artifact has that form, else NULL */
   size_t nparams;
   bool shared[AB_MAX_PARAMS];
   rx_dtype dtype[AB_MAX_PARAMS]; /* of the parameters: RX_DTYPE_UNKNOWN / -1: unchecked */
   int ndim[AB_MAX_PARAMS];
   size_t max_batch; /* the batched form's fact `batch <= N`, or SIZE_MAX */
+  size_t pending;   /* calls not run at the start of this run: the arenas' rows */
+  ab_arena arena[AB_MAX_OUTS];
 } ab_fn;
 
 /* An output of a call that ran: row `row` of its batch's output `whole` [G, ...], a tensor of
@@ -67,6 +93,7 @@ struct rx_rt_batcher {
   ab_call *calls;
   size_t ncalls, cap;
   rx_rt_batcher_stats stats;
+  bool no_gather; /* rx_rt_batcher_set_gather(b, false) */
 };
 
 static void *grow(const rx_rt_allocator *al, void *p, size_t bytes) {
@@ -112,6 +139,8 @@ void rx_rt_batcher_release(rx_rt_batcher *b) {
   for (size_t i = 0; i < b->nfns; i++) {
     rt_free(b->alloc, b->fns[i].name);
     rt_free(b->alloc, b->fns[i].batched);
+    rt_free(b->alloc, b->fns[i].gather);
+    for (size_t o = 0; o < AB_MAX_OUTS; o++) rx_rt_tensor_release(b->fns[i].arena[o].t);
   }
   rt_free(b->alloc, b->fns);
   rt_free(b->alloc, b->calls);
@@ -193,7 +222,29 @@ rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const cha
     }
   }
   e->max_batch = fact_max_batch(b->a, (size_t)bf, e);
+  /* the index-array form: a pool and an index array in the place of each batched parameter */
+  size_t nb = 0;
+  for (size_t i = 0; i < np; i++) nb += !e->shared[i];
+  size_t glen = strlen(batched_fn) + sizeof "_gather";
+  char *gname = rt_alloc(b->alloc, glen);
+  if (!gname) {
+    rt_free(b->alloc, e->name);
+    rt_free(b->alloc, e->batched);
+    return rt_oom("a function name", glen);
+  }
+  snprintf(gname, glen, "%s_gather", batched_fn);
+  long gf = art_fn(b->a, gname);
+  if (gf >= 0 && rx_rt_artifact_function_param_count(b->a, (size_t)gf) == np + nb)
+    e->gather = gname;
+  else
+    rt_free(b->alloc, gname);
   b->nfns++;
+  return NULL;
+}
+
+rx_status rx_rt_batcher_set_gather(rx_rt_batcher *b, bool on) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_gather: the batcher is NULL");
+  b->no_gather = !on;
   return NULL;
 }
 
@@ -296,6 +347,14 @@ static bool joins(const rx_rt_batcher *b, const ab_call *lead, const ab_call *c)
   return true;
 }
 
+/* A device copy of the batcher's to stack operands or split outputs, counted in the stats. */
+static rx_status ab_copy(rx_rt_batcher *b, rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *dst,
+                         size_t dst_offset, size_t bytes) {
+  b->stats.copies++;
+  b->stats.copy_bytes += bytes;
+  return rx_rt_buffer_copy(src, src_offset, dst, dst_offset, bytes);
+}
+
 /* Row `row` of the whole [G, ...] as a tensor of its own (one device copy). */
 static rx_status row_tensor(rx_rt_batcher *b, rx_rt_tensor *whole, size_t row, rx_rt_tensor **out) {
   RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(whole),
@@ -341,6 +400,7 @@ static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i
   if (whole) {
     rx_rt_tensor_retain(first.tensor);
     *out = first.tensor;
+    b->stats.views++;
     return NULL;
   }
   int64_t shape[RX_RT_MAX_NDIM];
@@ -362,13 +422,12 @@ static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i
       if (n == 1) same = next_same;
       if (same ? !next_same : !next_seq) break;
     }
-    st = rx_rt_buffer_copy(rx_rt_tensor_buffer(s0.tensor), s0.offset, dst, k * row,
-                           same ? row : n * row);
+    st = ab_copy(b, rx_rt_tensor_buffer(s0.tensor), s0.offset, dst, k * row, same ? row : n * row);
     /* a repeated row: doubled in place, log2(n) copies (each command sees the previous one's
      * writes: relaxc/runtime.h, "Ordering") */
     for (size_t done = 1; same && done < n && !st; done *= 2) {
       size_t m = done < n - done ? done : n - done;
-      st = rx_rt_buffer_copy(dst, k * row, dst, (k + done) * row, m * row);
+      st = ab_copy(b, dst, k * row, dst, (k + done) * row, m * row);
     }
   }
   if (st) {
@@ -383,8 +442,7 @@ static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor *
   RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(y), rx_rt_tensor_ndim(y),
                                          rx_rt_tensor_shape(y), out));
   size_t n = rx_rt_tensor_bytes(y);
-  rx_status st =
-      n ? rx_rt_buffer_copy(rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(*out), 0, n) : NULL;
+  rx_status st = n ? ab_copy(b, rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(*out), 0, n) : NULL;
   if (st) {
     rx_rt_tensor_release(*out);
     *out = NULL;
@@ -392,12 +450,46 @@ static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor *
   return st;
 }
 
+/* Where output o ([g, ...], y) of a batch of function f goes: into f's arena for o at its next
+ * free rows (gather mode, when the arena fits y's dtype and row shape), else a whole of its own;
+ * *out retained, *out_row0 the row of the batch's first call. One copy of y either way. */
+static rx_status place_output(rx_rt_batcher *b, ab_fn *f, size_t o, rx_rt_tensor *y, size_t g,
+                              rx_rt_tensor **out, size_t *out_row0) {
+  *out_row0 = 0;
+  ab_arena *a = !b->no_gather && f->gather && o < AB_MAX_OUTS ? &f->arena[o] : NULL;
+  int nd = rx_rt_tensor_ndim(y);
+  const int64_t *shape = rx_rt_tensor_shape(y);
+  if (a && !a->t && f->pending >= g) {
+    int64_t as[RX_RT_MAX_NDIM];
+    memcpy(as, shape, sizeof(int64_t) * (size_t)nd);
+    as[0] = (int64_t)f->pending;
+    RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(y), nd, as, &a->t));
+    a->next = 0;
+  }
+  bool fits =
+      a && a->t && rx_rt_tensor_dtype(a->t) == rx_rt_tensor_dtype(y) &&
+      rx_rt_tensor_ndim(a->t) == nd &&
+      !memcmp(rx_rt_tensor_shape(a->t) + 1, shape + 1, sizeof(int64_t) * (size_t)(nd - 1)) &&
+      a->next + g <= (size_t)rx_rt_tensor_shape(a->t)[0];
+  if (!fits) return ab_copy_whole(b, y, out);
+  size_t n = rx_rt_tensor_bytes(y), row = n / g;
+  if (n)
+    RX_RETURN_IF_ERROR(
+        ab_copy(b, rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(a->t), a->next * row, n));
+  rx_rt_tensor_retain(a->t);
+  *out = a->t;
+  *out_row0 = a->next;
+  a->next += g;
+  return NULL;
+}
+
 /* The batched call's result (a tensor or a tuple of tensors [g, ...]): each copied once into a
  * whole of the batcher's own, whose rows become the calls' outputs. */
 static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_value *res) {
   bool tuple = rx_rt_value_kind_of(res) == RX_RT_VALUE_TUPLE;
   size_t nouts = tuple ? rx_rt_value_tuple_size(res) : 1;
-  const char *name = b->fns[b->calls[batch[0]].fn].batched;
+  ab_fn *f = &b->fns[b->calls[batch[0]].fn];
+  const char *name = f->batched;
   for (size_t k = 0; k < g; k++) {
     ab_call *c = &b->calls[batch[k]];
     c->outs = rt_alloc(b->alloc, sizeof *c->outs * (nouts ? nouts : 1));
@@ -416,11 +508,12 @@ static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_va
     if (rx_rt_tensor_ndim(y) < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g)
       return base_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
                               name, o, g);
-    RX_RETURN_IF_ERROR(ab_copy_whole(b, y, &w));
+    size_t row0 = 0;
+    RX_RETURN_IF_ERROR(place_output(b, f, o, y, g, &w, &row0));
     for (size_t k = 0; k < g; k++) {
       ab_call *c = &b->calls[batch[k]];
       rx_rt_tensor_retain(w);
-      c->outs[o] = (ab_out){w, k, NULL};
+      c->outs[o] = (ab_out){w, row0 + k, NULL};
       c->nouts = o + 1;
     }
     rx_rt_tensor_release(w);
@@ -428,33 +521,112 @@ static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_va
   return NULL;
 }
 
-/* Runs the batch of calls batch[0..g) as one call of their batched form. */
-static rx_status run_batch(rx_rt_batcher *b, const size_t *batch, size_t g) {
-  const ab_fn *f = &b->fns[b->calls[batch[0]].fn];
-  rx_rt_tensor *in[AB_MAX_PARAMS] = {0};
-  bool owned[AB_MAX_PARAMS] = {0};
-  rx_status st = NULL;
-  for (size_t i = 0; i < f->nparams && !st; i++) {
-    for (size_t k = 0; k < g && !st; k++) {
+/* The tensor whose rows argument i of every call of the batch is (a batch's whole or an
+ * arena), or NULL; *in_order: rows 0..g-1 of a tensor of g rows (the tensor as is). */
+static rx_rt_tensor *one_source(const rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
+                                bool *in_order) {
+  ab_src s;
+  resolve(b, &b->calls[batch[0]].args[i], &s);
+  rx_rt_tensor *t = s.is_row ? s.tensor : NULL;
+  *in_order = t && rx_rt_tensor_shape(t)[0] == (int64_t)g;
+  for (size_t k = 0; k < g && t; k++) {
+    resolve(b, &b->calls[batch[k]].args[i], &s);
+    if (!s.is_row || s.tensor != t) return NULL;
+    *in_order = *in_order && s.row == k;
+  }
+  return t;
+}
+
+/* An index array i32[g]: the rows argument i of the batch's calls take in pool (one_source),
+ * or 0..g-1 (stacked). Written from the host: waits for the work queued so far. */
+static rx_status index_array(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
+                             bool stacked, rx_rt_tensor **out) {
+  int32_t *rows = rt_alloc(b->alloc, sizeof *rows * g);
+  if (!rows) return rt_oom("an index array", sizeof *rows * g);
+  for (size_t k = 0; k < g; k++) {
+    ab_src s;
+    resolve(b, &b->calls[batch[k]].args[i], &s);
+    rows[k] = (int32_t)(stacked ? k : s.row);
+  }
+  int64_t n = (int64_t)g;
+  rx_status st = rx_rt_tensor_create(b->dev, RX_DTYPE_I32, 1, &n, out);
+  if (!st) st = rx_rt_buffer_write(rx_rt_tensor_buffer(*out), 0, rows, sizeof *rows * g);
+  if (st && *out) {
+    rx_rt_tensor_release(*out);
+    *out = NULL;
+  }
+  rt_free(b->alloc, rows);
+  return st;
+}
+
+/* Whether the batch goes to the index-array form: it exists, gathers are on, and a batched
+ * argument is rows of one earlier output that are not that output as is (a gather, no copy). */
+static bool use_gather(const rx_rt_batcher *b, const ab_fn *f, const size_t *batch, size_t g) {
+  if (b->no_gather || !f->gather) return false;
+  for (size_t i = 0; i < f->nparams; i++) {
+    bool in_order = false;
+    if (!f->shared[i] && one_source(b, batch, g, i, &in_order) && !in_order) return true;
+  }
+  return false;
+}
+
+/* The batched call's arguments in[0..*out_n) (owned[k]: in[k] is the batcher's to release):
+ * batched_fn's, each batched argument stacked (stack); or, gather, the index-array form's, each
+ * batched argument as a pool and an index array: rows of one earlier output as that output and
+ * their rows (no copy), others stacked and 0..g-1. */
+static rx_status assemble(rx_rt_batcher *b, const ab_fn *f, const size_t *batch, size_t g,
+                          bool gather, rx_rt_tensor **in, bool *owned, size_t *out_n) {
+  size_t n = 0;
+  for (size_t i = 0; i < f->nparams; i++) {
+    for (size_t k = 0; k < g; k++) {
       ab_src s;
       resolve(b, &b->calls[batch[k]].args[i], &s);
-      st = check_arg(f, i, s.dtype, s.ndim, batch[k]);
+      RX_RETURN_IF_ERROR(check_arg(f, i, s.dtype, s.ndim, batch[k]));
     }
-    if (st) break;
     if (f->shared[i]) {
-      st = shared_tensor(b, &b->calls[batch[0]].args[i], &in[i]);
+      RX_RETURN_IF_ERROR(shared_tensor(b, &b->calls[batch[0]].args[i], &in[n++]));
+      continue;
+    }
+    bool in_order = false;
+    rx_rt_tensor *pool = gather ? one_source(b, batch, g, i, &in_order) : NULL;
+    if (pool) {
+      in[n++] = pool;
+      if (in_order)
+        b->stats.views++;
+      else
+        b->stats.gathers++;
     } else {
-      st = stack(b, batch, g, i, &in[i]);
-      owned[i] = !st;
+      RX_RETURN_IF_ERROR(stack(b, batch, g, i, &in[n]));
+      owned[n++] = true;
+    }
+    if (gather) {
+      RX_RETURN_IF_ERROR(index_array(b, batch, g, i, !pool, &in[n]));
+      owned[n++] = true;
     }
   }
+  *out_n = n;
+  return NULL;
+}
+
+/* Runs the batch of calls batch[0..g) as one call of their batched form (or its index-array
+ * form: use_gather). */
+static rx_status run_batch(rx_rt_batcher *b, const size_t *batch, size_t g) {
+  const ab_fn *f = &b->fns[b->calls[batch[0]].fn];
+  rx_rt_tensor *in[2 * AB_MAX_PARAMS] = {0};
+  bool owned[2 * AB_MAX_PARAMS] = {0};
+  bool gather = use_gather(b, f, batch, g);
+  size_t n = 0;
+  rx_status st = assemble(b, f, batch, g, gather, in, owned, &n);
   rx_rt_value *res = NULL;
-  if (!st) st = rx_rt_vm_call(b->a, f->batched, in, f->nparams, &res);
+  if (!st) {
+    b->stats.launches++;
+    st = rx_rt_vm_call(b->a, gather ? f->gather : f->batched, in, n, &res);
+  }
   if (!st) st = split(b, batch, g, res);
   if (st) /* a batch that failed half-way: its outputs dropped, the calls stay pending */
     for (size_t k = 0; k < g; k++) drop_outs(b, &b->calls[batch[k]]);
   rx_rt_value_release(res);
-  for (size_t i = 0; i < f->nparams; i++)
+  for (size_t i = 0; i < 2 * AB_MAX_PARAMS; i++)
     if (owned[i]) rx_rt_tensor_release(in[i]);
   if (!st) {
     b->stats.calls += g;
@@ -522,6 +694,15 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   size_t *batch = rt_alloc(b->alloc, sizeof *batch * (b->ncalls ? b->ncalls : 1));
   if (!batch) return rt_oom("a batch", sizeof *batch * b->ncalls);
   rx_status st = NULL;
+  for (size_t f = 0; f < b->nfns; f++) { /* this run's arenas (earlier outputs keep theirs) */
+    b->fns[f].pending = 0;
+    for (size_t o = 0; o < AB_MAX_OUTS; o++) {
+      rx_rt_tensor_release(b->fns[f].arena[o].t);
+      b->fns[f].arena[o] = (ab_arena){NULL, 0};
+    }
+  }
+  for (size_t i = 0; i < b->ncalls; i++)
+    if (!b->calls[i].done) b->fns[b->calls[i].fn].pending++;
   size_t first = 0; /* calls before it are done */
   for (;;) {
     while (first < b->ncalls && b->calls[first].done) first++;

@@ -67,7 +67,19 @@ typedef struct rx_rt_batcher_stats {
   size_t calls;         /* calls run */
   size_t batched_calls; /* calls of batched forms made for them */
   size_t max_batch;     /* the largest batch */
+  size_t launches;   /* calls of functions made by the batcher (batched or not), the metric ED-Batch
+                        minimizes */
+  size_t copies;     /* device copies the batcher made to stack operands / split outputs */
+  size_t copy_bytes; /* their bytes */
+  size_t views;      /* operands passed as a view of an earlier output instead of a copy */
+  size_t gathers;    /* operands passed as an index array into a fused-gather form */
 } rx_rt_batcher_stats;
+/* Whether the batcher may pass scattered rows of earlier outputs to the index-array form of a
+ * function (rx_batch_function_gather, relaxc compile --batch FN:SHARED@N,gather: the artifact's
+ * "<batched_fn>_gather") instead of copying them (default: on, where the artifact has the form).
+ * Off: every batch uses batched_fn and its operands are copied as before. */
+RX_API rx_status rx_rt_batcher_set_gather(rx_rt_batcher *b, bool on);
+
 RX_API void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
 
 #ifdef __cplusplus

@@ -273,6 +273,10 @@ static inline rx_status ab_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor *
                                 rx_rt_tensor_bytes(t));
 }
 
+/* Set to run the batchers below with the gather path off (rx_rt_batcher_set_gather): every
+ * operand stacked by copies, as without an index-array form in the artifact. */
+static bool ab_no_gather;
+
 /* The forest through the batcher (fn "tree_cell", batched "tree_cell_batched"). out[node]: h. */
 static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
                                           const ab_weights *w, const ab_inputs *in,
@@ -281,6 +285,7 @@ static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
   const bool shared[9] = {false, false, false, false, false, true, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
   if (!st) st = rx_rt_batcher_add_function(b, "tree_cell", "tree_cell_batched", shared, 9);
+  if (!st) st = rx_rt_batcher_set_gather(b, !ab_no_gather);
   for (int i = 0; i < f->n && !st; i++) {
     rx_rt_batch_arg args[9] = {{0}};
     int l = f->left[i], r = f->right[i];
@@ -349,6 +354,7 @@ static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, con
   const bool shared[6] = {false, false, false, true, true, true};
   rx_status st = rx_rt_batcher_create(a, &b);
   if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", shared, 6);
+  if (!st) st = rx_rt_batcher_set_gather(b, !ab_no_gather);
   size_t last[AB_MAX_SEQS], k = 0;
   for (int s = 0; s < q->n && !st; s++)
     for (int t = 0; t < q->len[s] && !st; t++) {

@@ -17,6 +17,11 @@
  *   3. An LSTM (hidden 64) over sequences of lengths 1, 7, 16, 17, 100, its batched form bounded
  *      to 4 calls (`batch <= 4`): one batched call per step but two for the first (5 sequences),
  *      101, equal to the per-sequence runs and the reference.
+ *   Both models run twice through the batcher: the gather path (the cells' index-array forms,
+ *      rx_batch_function_gather: rows of earlier outputs passed as a pool and an index array) and
+ *      the copy path (rx_rt_batcher_set_gather off): equal within 1e-6, the same batches, gathers
+ *      only on the gather path and fewer copy bytes there; and an LSTM over lengths 2, 1, 3 with
+ *      its copies, copy bytes, gathers and views counted exactly on both paths.
  *   4. The batcher's errors: an unknown function, a dependency on a call never submitted or on an
  *      output a call does not have, a cycle, a wrong dtype or rank at submit, a wrong shape at run.
  *
@@ -92,6 +97,10 @@ static rx_module *make_module(const char *tree, const char *lstm) {
   for (size_t i = 0; ok && i < RX_ARRAY_LEN(jobs); i++) {
     rx_status st =
         rx_batch_function(m, jobs[i].fn, jobs[i].shared, jobs[i].n, jobs[i].max, jobs[i].out);
+    char gname[64]; /* the cells' index-array forms (the batcher's gather path) */
+    snprintf(gname, sizeof gname, "%s_gather", jobs[i].out);
+    if (!st && i < 2)
+      st = rx_batch_function_gather(m, jobs[i].fn, jobs[i].shared, jobs[i].n, jobs[i].max, gname);
     CHECK_MSG(!st, "batch %s: %s", jobs[i].fn, rx_status_message(st));
     ok = !st;
     rx_status_free(st);
@@ -115,6 +124,11 @@ static void check_signatures(rx_module *m) {
       ("graph_fn mix_batched(x: f32[batch, 3, 4], v: f32[batch, 4], m: f32[2, 3, 4], ms: f32[3, "
        "3]) -> f32[batch, 44] where 1 <= batch {"),
       "split(g, sections=4, axis=1)",
+      ("graph_fn lstm_cell_batched_gather(pool_x: f32[rows_x, 64], idx_x: i32[batch], pool_h: "
+       "f32[rows_h, 64], idx_h: i32[batch], pool_c: f32[rows_c, 64], idx_c: i32[batch], wx: "
+       "f32[64, 256], wh: f32[64, 256], b: f32[256]) -> (f32[batch, 64], f32[batch, 64]) where 1 "
+       "<= rows_x, 1 <= rows_h, 1 <= rows_c, 1 <= batch, batch <= 4 {"),
+      "x: f32[batch, 64] = take(pool_x, idx_x, axis=0)",
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++)
     CHECK_MSG(text && strstr(text, want[i]), "the module lacks '%s':\n%s", want[i],
@@ -280,6 +294,80 @@ static void release_all(rx_rt_tensor **t, int n) {
   free(t);
 }
 
+/* The gather path (hb, stats) against the copy path (hc, copied) of one model: the same results
+ * within 1e-6, the same batches, gathers where the copy path copied (fewer copy bytes). */
+static void check_paths(const char *model, rx_rt_tensor **hb, rx_rt_tensor **hc, int n,
+                        const rx_rt_batcher_stats *stats, const rx_rt_batcher_stats *copied) {
+  double e = 0, unused = 0;
+  double *zero = calloc((size_t)n * AB_H, sizeof *zero);
+  if (compare(hb, hc, zero, n, &e, &unused)) {
+    printf("%s: gather path: %zu copies (%zu bytes), %zu gathers, %zu views; copy path: %zu "
+           "copies (%zu bytes), %zu views; results differ by %.3g\n",
+           model, stats->copies, stats->copy_bytes, stats->gathers, stats->views, copied->copies,
+           copied->copy_bytes, copied->views, e);
+    CHECK_MSG(e <= 1e-6, "%s: gather path vs copy path: %g", model, e);
+  }
+  free(zero);
+  CHECK_MSG(stats->batched_calls == copied->batched_calls && stats->launches == copied->launches &&
+                stats->launches == stats->batched_calls,
+            "%s: %zu/%zu batches, %zu/%zu launches", model, stats->batched_calls,
+            copied->batched_calls, stats->launches, copied->launches);
+  CHECK_MSG(copied->gathers == 0 && stats->gathers > 0, "%s: gathers %zu (copy path %zu)", model,
+            stats->gathers, copied->gathers);
+  CHECK_MSG(stats->copy_bytes < copied->copy_bytes, "%s: copy bytes %zu, not below %zu", model,
+            stats->copy_bytes, copied->copy_bytes);
+}
+
+/* The exact counts of a known case: an LSTM over lengths 2, 1, 3 (calls 0-1, 2, 3-5), one batch
+ * per step: [0, 2, 3], [1, 4], [5]. Step 0 stacks 3 x's (3 copies) and the zero state 3 times
+ * for h and c (a copy and 2 doublings each), then splits (h, c) (2 copies): 11 copies, 15 rows.
+ * Step 1: 2 x's; h and c are rows 0 and 2 of step 0's outputs: 2 copies each on the copy path,
+ * 2 gathers on the gather path; split 2. Step 2: 1 x; h and c: row 1 of step 1's: 1 copy each,
+ * or 2 gathers; split 2. Rows of 256 bytes. */
+static void exact_counts(rx_rt_device *d, rx_rt_artifact *a) {
+  const int lens[] = {2, 1, 3};
+  ab_seqs q;
+  ab_seqs_make(&q, 1804, lens, 3);
+  ab_weights w;
+  ab_inputs in;
+  rx_status st = ab_weights_make(d, 1805, 2, AB_LSTM_GATES, &w);
+  if (!st) st = ab_inputs_seqs(d, &q, &in);
+  rx_rt_tensor **hb = calloc((size_t)q.n, sizeof *hb), **hc = calloc((size_t)q.n, sizeof *hc);
+  rx_rt_tensor **hs = calloc((size_t)q.n, sizeof *hs);
+  rx_rt_batcher_stats on, off;
+  ab_no_gather = true;
+  if (!st) st = ab_seqs_batched(a, &q, &w, &in, hc, &off);
+  ab_no_gather = false;
+  if (!st) st = ab_seqs_batched(a, &q, &w, &in, hb, &on);
+  if (!st) st = ab_seqs_single(a, &q, &w, &in, hs);
+  if (ok_status(st, "LSTM 2, 1, 3")) {
+    double ref[3 * AB_H], e_on = 0, e_off = 0, r_on = 0, r_off = 0;
+    ab_ref_seqs(&w, &q, ref);
+    if (compare(hb, hs, ref, q.n, &e_on, &r_on) && compare(hc, hs, ref, q.n, &e_off, &r_off)) {
+      printf("LSTM 2, 1, 3: gather path vs one at a time %.3g (double %.3g), copy path %.3g "
+             "(double %.3g); copies %zu / %zu, bytes %zu / %zu, gathers %zu\n",
+             e_on, r_on, e_off, r_off, on.copies, off.copies, on.copy_bytes, off.copy_bytes,
+             on.gathers);
+      CHECK_MSG(e_on <= 2e-5 && e_off <= 2e-5 && r_on <= 1e-4 && r_off <= 1e-4,
+                "LSTM 2, 1, 3: %g %g %g %g", e_on, e_off, r_on, r_off);
+    }
+    CHECK_MSG(on.launches == 3 && off.launches == 3, "launches %zu, %zu", on.launches,
+              off.launches);
+    CHECK_MSG(off.copies == 24 && off.copy_bytes == 30 * 256 && off.gathers == 0 && off.views == 0,
+              "copy path: %zu copies of %zu bytes, %zu gathers, %zu views", off.copies,
+              off.copy_bytes, off.gathers, off.views);
+    CHECK_MSG(on.copies == 18 && on.copy_bytes == 24 * 256 && on.gathers == 4 && on.views == 0,
+              "gather path: %zu copies of %zu bytes, %zu gathers, %zu views", on.copies,
+              on.copy_bytes, on.gathers, on.views);
+  }
+  release_all(hb, q.n);
+  release_all(hc, q.n);
+  release_all(hs, q.n);
+  ab_inputs_free(&in);
+  ab_weights_free(&w);
+  ab_seqs_free(&q);
+}
+
 static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   ab_forest *f = malloc(sizeof *f);
   bool made = ab_forest_make(f, 18, 16, 30);
@@ -289,10 +377,15 @@ static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   rx_status st = ab_weights_make(d, 1801, 3, AB_TREE_GATES, &w);
   if (!st) st = ab_inputs_forest(d, f, &in);
   rx_rt_tensor **hb = calloc((size_t)f->n, sizeof *hb), **hs = calloc((size_t)f->n, sizeof *hs);
-  rx_rt_batcher_stats stats;
+  rx_rt_tensor **hc = calloc((size_t)f->n, sizeof *hc);
+  rx_rt_batcher_stats stats, copied;
+  ab_no_gather = true; /* the copy path, then the gather path */
+  if (!st) st = ab_forest_batched(a, f, &w, &in, hc, &copied);
+  ab_no_gather = false;
   if (!st) st = ab_forest_batched(a, f, &w, &in, hb, &stats);
   if (!st) st = ab_forest_single(a, f, &w, &in, hs);
   if (ok_status(st, "TreeLSTM")) {
+    check_paths("TreeLSTM", hb, hc, f->n, &stats, &copied);
     int leaves = 0;
     for (int i = 0; i < f->n; i++) leaves += f->left[i] < 0;
     double *ref = malloc(sizeof *ref * (size_t)f->n * AB_H), e_ab = 0, e_ref = 0, e_sref = 0;
@@ -316,6 +409,7 @@ static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   }
   release_all(hb, f->n);
   release_all(hs, f->n);
+  release_all(hc, f->n);
   ab_inputs_free(&in);
   ab_weights_free(&w);
   free(f->x);
@@ -331,10 +425,15 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
   rx_status st = ab_weights_make(d, 1803, 2, AB_LSTM_GATES, &w);
   if (!st) st = ab_inputs_seqs(d, &q, &in);
   rx_rt_tensor **hb = calloc((size_t)q.n, sizeof *hb), **hs = calloc((size_t)q.n, sizeof *hs);
-  rx_rt_batcher_stats stats;
+  rx_rt_tensor **hc = calloc((size_t)q.n, sizeof *hc);
+  rx_rt_batcher_stats stats, copied;
+  ab_no_gather = true;
+  if (!st) st = ab_seqs_batched(a, &q, &w, &in, hc, &copied);
+  ab_no_gather = false;
   if (!st) st = ab_seqs_batched(a, &q, &w, &in, hb, &stats);
   if (!st) st = ab_seqs_single(a, &q, &w, &in, hs);
   if (ok_status(st, "LSTM")) {
+    check_paths("LSTM", hb, hc, q.n, &stats, &copied);
     double ref[5 * AB_H], e_ab = 0, e_ref = 0, e_sref = 0;
     ab_ref_seqs(&w, &q, ref);
     if (compare(hb, hs, ref, q.n, &e_ab, &e_ref) && compare(hs, hb, ref, q.n, &e_ab, &e_sref)) {
@@ -350,6 +449,7 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
   }
   release_all(hb, q.n);
   release_all(hs, q.n);
+  release_all(hc, q.n);
   ab_inputs_free(&in);
   ab_weights_free(&w);
   ab_seqs_free(&q);
@@ -455,6 +555,7 @@ int main(int argc, char **argv) {
       run_mix(vk.dev, a);
       run_tree(vk.dev, a);
       run_rnn(vk.dev, a);
+      exact_counts(vk.dev, a);
       batcher_errors(vk.dev, a);
     }
     rx_rt_artifact_release(a);
