@@ -50,6 +50,8 @@ typedef struct ab_fn {
   int ndim[AB_MAX_PARAMS];
   size_t max_batch; /* the batched form's fact `batch <= N`, or SIZE_MAX */
   size_t pending;   /* calls not run at the start of this run: the arenas' rows */
+  bool use_arena;   /* this run's plan (plan_placement): the outputs go to the arenas */
+  bool ordered;     /* this run's plan: each batch's outputs in consumer order (consumer_order) */
   ab_arena arena[AB_MAX_OUTS];
 } ab_fn;
 
@@ -93,7 +95,10 @@ struct rx_rt_batcher {
   ab_call *calls;
   size_t ncalls, cap;
   rx_rt_batcher_stats stats;
-  bool no_gather; /* rx_rt_batcher_set_gather(b, false) */
+  bool no_gather;   /* rx_rt_batcher_set_gather(b, false) */
+  bool no_plan;     /* rx_rt_batcher_set_planning(b, false) */
+  size_t *consumer; /* this run's plan: the first pending call reading call i's outputs, or
+                       SIZE_MAX (ncalls entries) */
 };
 
 static void *grow(const rx_rt_allocator *al, void *p, size_t bytes) {
@@ -144,6 +149,7 @@ void rx_rt_batcher_release(rx_rt_batcher *b) {
   }
   rt_free(b->alloc, b->fns);
   rt_free(b->alloc, b->calls);
+  rt_free(b->alloc, b->consumer);
   rx_rt_artifact *a = b->a;
   rt_free(b->alloc, b);
   rx_rt_artifact_release(a);
@@ -239,6 +245,12 @@ rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const cha
   else
     rt_free(b->alloc, gname);
   b->nfns++;
+  return NULL;
+}
+
+rx_status rx_rt_batcher_set_planning(rx_rt_batcher *b, bool on) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_planning: the batcher is NULL");
+  b->no_plan = !on;
   return NULL;
 }
 
@@ -383,25 +395,50 @@ static rx_status shared_tensor(rx_rt_batcher *b, const rx_rt_batch_arg *a, rx_rt
   return NULL;
 }
 
-/* Argument i of the batch's calls as one tensor [g, ...] (*out retained): the whole of one
- * earlier batch when the calls take its rows 0..g-1 in order, else a new tensor filled by one
- * device copy per run of consecutive source bytes. */
+/* The tensor whose rows argument i of every call of the batch is (a batch's whole or an
+ * arena), or NULL; *in_order: its rows 0..g-1 in order (a view: prefix_view). */
+static rx_rt_tensor *one_source(const rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
+                                bool *in_order) {
+  ab_src s;
+  resolve(b, &b->calls[batch[0]].args[i], &s);
+  rx_rt_tensor *t = s.is_row ? s.tensor : NULL;
+  *in_order = t != NULL;
+  for (size_t k = 0; k < g && t; k++) {
+    resolve(b, &b->calls[batch[k]].args[i], &s);
+    if (!s.is_row || s.tensor != t) return NULL;
+    *in_order = *in_order && s.row == k;
+  }
+  return t;
+}
+
+/* The first g rows of t [G >= g, ...] as a tensor (*out retained): t itself, or a tensor over
+ * t's buffer (from its byte 0: no copy). */
+static rx_status prefix_view(rx_rt_tensor *t, size_t g, rx_rt_tensor **out) {
+  if (rx_rt_tensor_shape(t)[0] == (int64_t)g) {
+    rx_rt_tensor_retain(t);
+    *out = t;
+    return NULL;
+  }
+  int64_t shape[RX_RT_MAX_NDIM];
+  memcpy(shape, rx_rt_tensor_shape(t), sizeof(int64_t) * (size_t)rx_rt_tensor_ndim(t));
+  shape[0] = (int64_t)g;
+  return rx_rt_tensor_wrap(rx_rt_tensor_buffer(t), rx_rt_tensor_dtype(t), rx_rt_tensor_ndim(t),
+                           shape, out);
+}
+
+/* Argument i of the batch's calls as one tensor [g, ...] (*out retained): a view of one earlier
+ * output when the calls take its rows 0..g-1 in order, else a new tensor filled by one device
+ * copy per run of consecutive source bytes. */
 static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
                        rx_rt_tensor **out) {
   ab_src first, s;
   resolve(b, &b->calls[batch[0]].args[i], &first);
   if (first.ndim + 1 > RX_RT_MAX_NDIM)
     return base_status_make(RX_ERR_UNSUPPORTED, "batcher: argument %zu has %d dims", i, first.ndim);
-  bool whole = first.is_row && rx_rt_tensor_shape(first.tensor)[0] == (int64_t)g;
-  for (size_t k = 0; k < g && whole; k++) {
-    resolve(b, &b->calls[batch[k]].args[i], &s);
-    whole = s.is_row && s.tensor == first.tensor && s.row == k;
-  }
-  if (whole) {
-    rx_rt_tensor_retain(first.tensor);
-    *out = first.tensor;
+  bool in_order = false;
+  if (one_source(b, batch, g, i, &in_order) && in_order) {
     b->stats.views++;
-    return NULL;
+    return prefix_view(first.tensor, g, out);
   }
   int64_t shape[RX_RT_MAX_NDIM];
   shape[0] = (int64_t)g;
@@ -437,12 +474,19 @@ static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i
   return st;
 }
 
-/* A tensor of the batcher's own with y's contents. */
-static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor **out) {
+/* A whole of the batcher's own with y's rows in the order perm (row j = y's row perm[j]): one
+ * copy per run of consecutive rows. */
+static rx_status place_whole(rx_rt_batcher *b, rx_rt_tensor *y, const size_t *perm, size_t g,
+                             rx_rt_tensor **out) {
   RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(y), rx_rt_tensor_ndim(y),
                                          rx_rt_tensor_shape(y), out));
-  size_t n = rx_rt_tensor_bytes(y);
-  rx_status st = n ? ab_copy(b, rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(*out), 0, n) : NULL;
+  size_t row = rx_rt_tensor_bytes(y) / g, n = 1;
+  rx_status st = NULL;
+  for (size_t j = 0; j < g && row && !st; j += n) {
+    for (n = 1; j + n < g && perm[j + n] == perm[j] + n;) n++;
+    st = ab_copy(b, rx_rt_tensor_buffer(y), perm[j] * row, rx_rt_tensor_buffer(*out), j * row,
+                 n * row);
+  }
   if (st) {
     rx_rt_tensor_release(*out);
     *out = NULL;
@@ -451,12 +495,16 @@ static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor *
 }
 
 /* Where output o ([g, ...], y) of a batch of function f goes: into f's arena for o at its next
- * free rows (gather mode, when the arena fits y's dtype and row shape), else a whole of its own;
- * *out retained, *out_row0 the row of the batch's first call. One copy of y either way. */
-static rx_status place_output(rx_rt_batcher *b, ab_fn *f, size_t o, rx_rt_tensor *y, size_t g,
-                              rx_rt_tensor **out, size_t *out_row0) {
+ * free rows (when this run's plan gives f an arena and it fits y's dtype and row shape), else a
+ * whole of its own with the rows in the order perm (consumer order); *out retained; *out_row0 the
+ * arena row of the batch's first call (*out_perm false), or the rows are placed by perm (true).
+ * One copy of each row either way. */
+static rx_status place_output(rx_rt_batcher *b, ab_fn *f, size_t o, rx_rt_tensor *y,
+                              const size_t *perm, size_t g, rx_rt_tensor **out, size_t *out_row0,
+                              bool *out_perm) {
   *out_row0 = 0;
-  ab_arena *a = !b->no_gather && f->gather && o < AB_MAX_OUTS ? &f->arena[o] : NULL;
+  *out_perm = false;
+  ab_arena *a = f->use_arena && o < AB_MAX_OUTS ? &f->arena[o] : NULL;
   int nd = rx_rt_tensor_ndim(y);
   const int64_t *shape = rx_rt_tensor_shape(y);
   if (a && !a->t && f->pending >= g) {
@@ -471,7 +519,10 @@ static rx_status place_output(rx_rt_batcher *b, ab_fn *f, size_t o, rx_rt_tensor
       rx_rt_tensor_ndim(a->t) == nd &&
       !memcmp(rx_rt_tensor_shape(a->t) + 1, shape + 1, sizeof(int64_t) * (size_t)(nd - 1)) &&
       a->next + g <= (size_t)rx_rt_tensor_shape(a->t)[0];
-  if (!fits) return ab_copy_whole(b, y, out);
+  if (!fits) {
+    *out_perm = true;
+    return place_whole(b, y, perm, g, out);
+  }
   size_t n = rx_rt_tensor_bytes(y), row = n / g;
   if (n)
     RX_RETURN_IF_ERROR(
@@ -483,8 +534,33 @@ static rx_status place_output(rx_rt_batcher *b, ab_fn *f, size_t o, rx_rt_tensor
   return NULL;
 }
 
-/* The batched call's result (a tensor or a tuple of tensors [g, ...]): each copied once into a
- * whole of the batcher's own, whose rows become the calls' outputs. */
+/* qsort of (first consumer, position) pairs */
+static int by_consumer(const void *x, const void *y) {
+  const size_t *a = x, *c = y;
+  return a[0] != c[0] ? (a[0] < c[0] ? -1 : 1) : (a[1] > c[1]) - (a[1] < c[1]);
+}
+
+/* The batch's rows in consumer order (memory planning: docs/autobatch.md): perm[j] is the
+ * position in the batch of the call whose outputs go to row j: calls read by later calls first,
+ * in the order of their first readers (the order their batch lists them), then the rest; so the
+ * next batch that reads them finds its operands as the rows 0..g'-1 of one tensor, a view. */
+static rx_status consumer_order(rx_rt_batcher *b, const size_t *batch, size_t g, size_t *perm) {
+  size_t *pairs = rt_alloc(b->alloc, sizeof *pairs * 2 * g);
+  if (!pairs) return rt_oom("a batch's order", sizeof *pairs * 2 * g);
+  bool ordered = b->fns[b->calls[batch[0]].fn].ordered;
+  for (size_t k = 0; k < g; k++) {
+    pairs[2 * k] = b->consumer && ordered ? b->consumer[batch[k]] : SIZE_MAX;
+    pairs[2 * k + 1] = k;
+  }
+  qsort(pairs, g, sizeof *pairs * 2, by_consumer);
+  for (size_t j = 0; j < g; j++) perm[j] = pairs[2 * j + 1];
+  rt_free(b->alloc, pairs);
+  return NULL;
+}
+
+/* The batched call's result (a tensor or a tuple of tensors [g, ...]): each copied once, into its
+ * function's arena or a whole of the batcher's own in consumer order (place_output), whose rows
+ * become the calls' outputs. */
 static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_value *res) {
   bool tuple = rx_rt_value_kind_of(res) == RX_RT_VALUE_TUPLE;
   size_t nouts = tuple ? rx_rt_value_tuple_size(res) : 1;
@@ -496,45 +572,38 @@ static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_va
     if (!c->outs) return rt_oom("a call's outputs", sizeof *c->outs * nouts);
     c->done = true; /* undone by drop_outs when this fails */
   }
-  for (size_t o = 0; o < nouts; o++) {
+  size_t *perm = rt_alloc(b->alloc, sizeof *perm * g);
+  if (!perm) return rt_oom("a batch's order", sizeof *perm * g);
+  rx_status st = consumer_order(b, batch, g, perm);
+  for (size_t o = 0; o < nouts && !st; o++) {
     const rx_rt_value *v = tuple ? rx_rt_value_tuple_item(res, o) : res;
     rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL, *w = NULL;
-    if (!y)
-      return base_status_make(
-          RX_ERR_UNSUPPORTED,
-          "batcher: '%s': output %zu is not a tensor (only tensors and tuples of "
-          "tensors are split)",
-          name, o);
-    if (rx_rt_tensor_ndim(y) < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g)
-      return base_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
-                              name, o, g);
+    if (!y) {
+      st = base_status_make(RX_ERR_UNSUPPORTED,
+                            "batcher: '%s': output %zu is not a tensor (only tensors and tuples "
+                            "of tensors are split)",
+                            name, o);
+      break;
+    }
+    if (rx_rt_tensor_ndim(y) < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g) {
+      st = base_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
+                            name, o, g);
+      break;
+    }
     size_t row0 = 0;
-    RX_RETURN_IF_ERROR(place_output(b, f, o, y, g, &w, &row0));
-    for (size_t k = 0; k < g; k++) {
+    bool permuted = false;
+    if ((st = place_output(b, f, o, y, perm, g, &w, &row0, &permuted))) break;
+    for (size_t j = 0; j < g; j++) {
+      size_t k = permuted ? perm[j] : j, row = permuted ? j : row0 + j;
       ab_call *c = &b->calls[batch[k]];
       rx_rt_tensor_retain(w);
-      c->outs[o] = (ab_out){w, row0 + k, NULL};
+      c->outs[o] = (ab_out){w, row, NULL};
       c->nouts = o + 1;
     }
     rx_rt_tensor_release(w);
   }
-  return NULL;
-}
-
-/* The tensor whose rows argument i of every call of the batch is (a batch's whole or an
- * arena), or NULL; *in_order: rows 0..g-1 of a tensor of g rows (the tensor as is). */
-static rx_rt_tensor *one_source(const rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
-                                bool *in_order) {
-  ab_src s;
-  resolve(b, &b->calls[batch[0]].args[i], &s);
-  rx_rt_tensor *t = s.is_row ? s.tensor : NULL;
-  *in_order = t && rx_rt_tensor_shape(t)[0] == (int64_t)g;
-  for (size_t k = 0; k < g && t; k++) {
-    resolve(b, &b->calls[batch[k]].args[i], &s);
-    if (!s.is_row || s.tensor != t) return NULL;
-    *in_order = *in_order && s.row == k;
-  }
-  return t;
+  rt_free(b->alloc, perm);
+  return st;
 }
 
 /* An index array i32[g]: the rows argument i of the batch's calls take in pool (one_source),
@@ -689,6 +758,107 @@ static rx_status cycle(const rx_rt_batcher *b) {
   return st;
 }
 
+/* The depth of each pending call (ACRoBat's schedule: 0 without pending dependencies, else 1 +
+ * the largest of theirs; SIZE_MAX on a cycle), in depth[0..ncalls), by Kahn's algorithm. */
+static rx_status call_depths(const rx_rt_batcher *b, size_t *depth) {
+  size_t n = b->ncalls, ne = 0;
+  size_t *start = rt_alloc(b->alloc, sizeof *start * (n + 1) * 2);
+  if (!start) return rt_oom("the batch plan", sizeof *start * (n + 1) * 2);
+  size_t *waits = start + n + 1; /* pending dependencies not placed yet */
+  memset(start, 0, sizeof *start * (n + 1) * 2);
+  for (size_t i = 0; i < n; i++) {
+    depth[i] = b->calls[i].done ? 0 : SIZE_MAX;
+    for (size_t k = 0; k < b->calls[i].nargs && !b->calls[i].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[i].args[k];
+      if (a->tensor || a->call >= n || b->calls[a->call].done) continue;
+      start[a->call + 1]++;
+      waits[i]++;
+      ne++;
+    }
+  }
+  for (size_t i = 0; i < n; i++) start[i + 1] += start[i];
+  size_t *next = rt_alloc(b->alloc, sizeof *next * (ne + 2 * n + 1));
+  if (!next) {
+    rt_free(b->alloc, start);
+    return rt_oom("the batch plan", sizeof *next * (ne + 2 * n + 1));
+  }
+  size_t *fill = next + ne, *queue = fill + n, qn = 0; /* next: consumers by producer */
+  memcpy(fill, start, sizeof *fill * n);
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < b->calls[i].nargs && !b->calls[i].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[i].args[k];
+      if (!a->tensor && a->call < n && !b->calls[a->call].done) next[fill[a->call]++] = i;
+    }
+  for (size_t i = 0; i < n; i++)
+    if (!b->calls[i].done && !waits[i]) depth[i] = 0, queue[qn++] = i;
+  for (size_t q = 0; q < qn; q++) {
+    size_t p = queue[q];
+    for (size_t e = start[p]; e < start[p + 1]; e++) {
+      size_t c = next[e];
+      if (depth[c] == SIZE_MAX || depth[c] < depth[p] + 1) depth[c] = depth[p] + 1;
+      if (--waits[c] == 0) queue[qn++] = c;
+    }
+  }
+  for (size_t i = 0; i < n; i++) /* calls on or behind a cycle: no depth */
+    if (waits[i]) depth[i] = SIZE_MAX;
+  rt_free(b->alloc, next);
+  rt_free(b->alloc, start);
+  return NULL;
+}
+
+/* Batching-aware placement of this run's outputs (docs/autobatch.md, "Gathers and copies").
+ * Under a depth schedule (the calls of one function and depth batch together) a batch's argument
+ * i comes from ONE earlier batch when the producers of argument i of the calls of each depth have
+ * one depth (an RNN step reads the previous step): their outputs stay in a tensor per batch, whose
+ * rows the consumers take as is (a view) or, when some calls dropped out, by an index array (a
+ * gather). Where the producers' depths differ (a tree level reads children of every height), the
+ * producers' outputs go to their function's arena instead, one tensor for the run, so that the
+ * batch still gathers from one tensor. A wrong prediction (another policy, a bound on the batch)
+ * costs copies, never results. */
+static rx_status plan_placement(rx_rt_batcher *b) {
+  size_t *cons = grow(b->alloc, b->consumer, sizeof *cons * (b->ncalls ? b->ncalls : 1));
+  if (!cons) return rt_oom("the batch plan", sizeof *cons * b->ncalls);
+  b->consumer = cons;
+  for (size_t i = 0; i < b->ncalls; i++) cons[i] = SIZE_MAX;
+  for (size_t u = 0; u < b->ncalls; u++) /* in index order: the first consumer */
+    for (size_t k = 0; k < b->calls[u].nargs && !b->calls[u].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[u].args[k];
+      if (!b->fns[b->calls[u].fn].shared[k] && !a->tensor && a->call < b->ncalls &&
+          cons[a->call] == SIZE_MAX)
+        cons[a->call] = u;
+    }
+  for (size_t f = 0; f < b->nfns; f++) b->fns[f].use_arena = b->fns[f].ordered = false;
+  if (b->no_plan || !b->ncalls) return NULL;
+  for (size_t f = 0; f < b->nfns; f++) b->fns[f].ordered = true; /* until producers mix depths */
+  size_t n = b->ncalls, *depth = rt_alloc(b->alloc, sizeof *depth * n * 3);
+  if (!depth) return rt_oom("the batch plan", sizeof *depth * n * 3);
+  size_t *seen = depth + n, *seen_fn = seen + n; /* by consumer depth: a producer's depth, fn */
+  rx_status st = call_depths(b, depth);
+  for (size_t f = 0; f < b->nfns && !st; f++)
+    for (size_t i = 0; i < b->fns[f].nparams; i++) {
+      if (b->fns[f].shared[i]) continue;
+      for (size_t k = 0; k < n; k++) seen[k] = SIZE_MAX;
+      for (size_t u = 0; u < n; u++) {
+        const ab_call *c = &b->calls[u];
+        const rx_rt_batch_arg *a = &c->args[i];
+        if (c->done || c->fn != f || depth[u] >= n || a->tensor || a->call >= n ||
+            b->calls[a->call].done || depth[a->call] >= n)
+          continue;
+        size_t pf = b->calls[a->call].fn;
+        if (seen[depth[u]] == SIZE_MAX) {
+          seen[depth[u]] = depth[a->call];
+          seen_fn[depth[u]] = pf;
+        } else if (seen[depth[u]] != depth[a->call] || seen_fn[depth[u]] != pf) {
+          b->fns[pf].ordered = b->fns[seen_fn[depth[u]]].ordered = false;
+        }
+      }
+    }
+  for (size_t f = 0; f < b->nfns; f++)
+    b->fns[f].use_arena = !b->fns[f].ordered && b->fns[f].gather && !b->no_gather;
+  rt_free(b->alloc, depth);
+  return st;
+}
+
 rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   if (!b) return base_status_make(RX_ERR_INVALID, "batcher: run: the batcher is NULL");
   size_t *batch = rt_alloc(b->alloc, sizeof *batch * (b->ncalls ? b->ncalls : 1));
@@ -703,8 +873,9 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   }
   for (size_t i = 0; i < b->ncalls; i++)
     if (!b->calls[i].done) b->fns[b->calls[i].fn].pending++;
+  st = plan_placement(b);
   size_t first = 0; /* calls before it are done */
-  for (;;) {
+  for (; !st;) {
     while (first < b->ncalls && b->calls[first].done) first++;
     if (first == b->ncalls) break;
     if ((st = check_refs(b))) break; /* output indices: checked once their producer ran */

@@ -80,6 +80,14 @@ typedef struct rx_rt_batcher_stats {
  * Off: every batch uses batched_fn and its operands are copied as before. */
 RX_API rx_status rx_rt_batcher_set_gather(rx_rt_batcher *b, bool on);
 
+/* Whether the batcher plans where outputs go from the depth schedule of the calls submitted
+ * (default: on): a function whose batches read their operands from one earlier batch (a chain)
+ * gets each batch's outputs in the order of their readers, so the next batch takes its operands
+ * as a view (no copy); a function whose batches read outputs of batches of several depths (a
+ * tree) gets an arena per output, one tensor for the run, so that the next batch gathers its
+ * operands from one tensor (with the gather form). Off: outputs in batch order, a tensor each. */
+RX_API rx_status rx_rt_batcher_set_planning(rx_rt_batcher *b, bool on);
+
 RX_API void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
 
 #ifdef __cplusplus

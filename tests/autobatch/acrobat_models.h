@@ -273,9 +273,11 @@ static inline rx_status ab_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor *
                                 rx_rt_tensor_bytes(t));
 }
 
-/* Set to run the batchers below with the gather path off (rx_rt_batcher_set_gather): every
- * operand stacked by copies, as without an index-array form in the artifact. */
-static bool ab_no_gather;
+/* Set to run the batchers below with the gather path off (rx_rt_batcher_set_gather: operands
+ * stacked by copies, as without an index-array form in the artifact) or the memory planning off
+ * (rx_rt_batcher_set_planning: outputs in batch order, a tensor each); both: the batcher as it
+ * was before issue 36. */
+static bool ab_no_gather, ab_no_plan;
 
 /* The forest through the batcher (fn "tree_cell", batched "tree_cell_batched"). out[node]: h. */
 static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
@@ -286,6 +288,7 @@ static inline rx_status ab_forest_batched(rx_rt_artifact *a, const ab_forest *f,
   rx_status st = rx_rt_batcher_create(a, &b);
   if (!st) st = rx_rt_batcher_add_function(b, "tree_cell", "tree_cell_batched", shared, 9);
   if (!st) st = rx_rt_batcher_set_gather(b, !ab_no_gather);
+  if (!st) st = rx_rt_batcher_set_planning(b, !ab_no_plan);
   for (int i = 0; i < f->n && !st; i++) {
     rx_rt_batch_arg args[9] = {{0}};
     int l = f->left[i], r = f->right[i];
@@ -355,6 +358,7 @@ static inline rx_status ab_seqs_batched(rx_rt_artifact *a, const ab_seqs *q, con
   rx_status st = rx_rt_batcher_create(a, &b);
   if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", shared, 6);
   if (!st) st = rx_rt_batcher_set_gather(b, !ab_no_gather);
+  if (!st) st = rx_rt_batcher_set_planning(b, !ab_no_plan);
   size_t last[AB_MAX_SEQS], k = 0;
   for (int s = 0; s < q->n && !st; s++)
     for (int t = 0; t < q->len[s] && !st; t++) {

@@ -294,74 +294,93 @@ static void release_all(rx_rt_tensor **t, int n) {
   free(t);
 }
 
-/* The gather path (hb, stats) against the copy path (hc, copied) of one model: the same results
- * within 1e-6, the same batches, gathers where the copy path copied (fewer copy bytes). */
-static void check_paths(const char *model, rx_rt_tensor **hb, rx_rt_tensor **hc, int n,
+/* The batcher's memory paths (acrobat_models.h's switches): neither (as before issue 36), the
+ * gather path only, the planning only, both (the default). */
+enum { MEM_NONE, MEM_GATHER, MEM_PLAN, MEM_BOTH };
+static const char *const mem_names[] = {"neither", "gather only", "planning only", "both"};
+static void set_paths(int k) {
+  ab_no_gather = !(k & MEM_GATHER);
+  ab_no_plan = !(k & MEM_PLAN);
+}
+
+/* The default paths (hb, stats) against the others (hc[MEM_NONE..MEM_PLAN], copied[...]) on one
+ * model: the same results within 1e-6 and the same batches; by default fewer copy bytes than
+ * with neither path and more operands passed without a copy (views and gathers). */
+static void check_paths(const char *model, rx_rt_tensor **hb, rx_rt_tensor ***hc, int n,
                         const rx_rt_batcher_stats *stats, const rx_rt_batcher_stats *copied) {
-  double e = 0, unused = 0;
   double *zero = calloc((size_t)n * AB_H, sizeof *zero);
-  if (compare(hb, hc, zero, n, &e, &unused)) {
-    printf("%s: gather path: %zu copies (%zu bytes), %zu gathers, %zu views; copy path: %zu "
-           "copies (%zu bytes), %zu views; results differ by %.3g\n",
-           model, stats->copies, stats->copy_bytes, stats->gathers, stats->views, copied->copies,
-           copied->copy_bytes, copied->views, e);
-    CHECK_MSG(e <= 1e-6, "%s: gather path vs copy path: %g", model, e);
+  printf("%s: both paths: %zu copies (%zu bytes), %zu views, %zu gathers\n", model, stats->copies,
+         stats->copy_bytes, stats->views, stats->gathers);
+  for (int k = MEM_NONE; k <= MEM_PLAN; k++) {
+    double e = 0, unused = 0;
+    const rx_rt_batcher_stats *c = &copied[k];
+    if (compare(hb, hc[k], zero, n, &e, &unused)) {
+      printf("%s: %s: %zu copies (%zu bytes), %zu views, %zu gathers; results differ by %.3g\n",
+             model, mem_names[k], c->copies, c->copy_bytes, c->views, c->gathers, e);
+      CHECK_MSG(e <= 1e-6, "%s: both paths vs %s: %g", model, mem_names[k], e);
+    }
+    CHECK_MSG(stats->batched_calls == c->batched_calls && stats->launches == c->launches &&
+                  stats->launches == stats->batched_calls,
+              "%s: %zu/%zu batches, %zu/%zu launches (%s)", model, stats->batched_calls,
+              c->batched_calls, stats->launches, c->launches, mem_names[k]);
+    CHECK_MSG(!(k & MEM_GATHER) ? c->gathers == 0 : true, "%s: %zu gathers without the gather path",
+              model, c->gathers);
   }
   free(zero);
-  CHECK_MSG(stats->batched_calls == copied->batched_calls && stats->launches == copied->launches &&
-                stats->launches == stats->batched_calls,
-            "%s: %zu/%zu batches, %zu/%zu launches", model, stats->batched_calls,
-            copied->batched_calls, stats->launches, copied->launches);
-  CHECK_MSG(copied->gathers == 0 && stats->gathers > 0, "%s: gathers %zu (copy path %zu)", model,
-            stats->gathers, copied->gathers);
-  CHECK_MSG(stats->copy_bytes < copied->copy_bytes, "%s: copy bytes %zu, not below %zu", model,
-            stats->copy_bytes, copied->copy_bytes);
+  const rx_rt_batcher_stats *none = &copied[MEM_NONE];
+  CHECK_MSG(stats->copy_bytes < none->copy_bytes, "%s: copy bytes %zu, not below %zu", model,
+            stats->copy_bytes, none->copy_bytes);
+  CHECK_MSG(stats->views + stats->gathers > none->views + none->gathers,
+            "%s: %zu views and gathers, not above %zu", model, stats->views + stats->gathers,
+            none->views + none->gathers);
 }
 
 /* The exact counts of a known case: an LSTM over lengths 2, 1, 3 (calls 0-1, 2, 3-5), one batch
- * per step: [0, 2, 3], [1, 4], [5]. Step 0 stacks 3 x's (3 copies) and the zero state 3 times
- * for h and c (a copy and 2 doublings each), then splits (h, c) (2 copies): 11 copies, 15 rows.
- * Step 1: 2 x's; h and c are rows 0 and 2 of step 0's outputs: 2 copies each on the copy path,
- * 2 gathers on the gather path; split 2. Step 2: 1 x; h and c: row 1 of step 1's: 1 copy each,
- * or 2 gathers; split 2. Rows of 256 bytes. */
+ * per step: [0, 2, 3], [1, 4], [5]; rows of 256 bytes. Step 0 stacks 3 x's (3 copies) and the
+ * zero state 3 times for h and c (a copy and 2 doublings each), then splits (h, c): 2 copies in
+ * batch order, or in consumer order (calls 0, 3, then 2, which no call reads: 3 runs of a row)
+ * 6. Step 1: 2 x's; h and c are rows 0 and 2 of step 0's outputs in batch order: 2 copies each
+ * without the gather path, 2 gathers with it; in consumer order rows 0 and 1: a view each. Split
+ * 2, or in consumer order (call 4, then 1) 4. Step 2: 1 x; h and c: row 1 of step 1's outputs
+ * (a copy each, or a gather each), or in consumer order row 0 (a view each); split 2.
+ *   neither: 11 + 8 + 5 = 24 copies of 30 rows;  gather only: 11 + 4 + 3 = 18 copies of 24 rows,
+ *   4 gathers;  planning (with or without the gather path): 15 + 6 + 3 = 24 copies of 24 rows,
+ *   4 views. */
 static void exact_counts(rx_rt_device *d, rx_rt_artifact *a) {
   const int lens[] = {2, 1, 3};
+  static const struct {
+    size_t copies, rows, views, gathers;
+  } want[4] = {{24, 30, 0, 0}, {18, 24, 0, 4}, {24, 24, 4, 0}, {24, 24, 4, 0}};
   ab_seqs q;
   ab_seqs_make(&q, 1804, lens, 3);
   ab_weights w;
   ab_inputs in;
   rx_status st = ab_weights_make(d, 1805, 2, AB_LSTM_GATES, &w);
   if (!st) st = ab_inputs_seqs(d, &q, &in);
-  rx_rt_tensor **hb = calloc((size_t)q.n, sizeof *hb), **hc = calloc((size_t)q.n, sizeof *hc);
   rx_rt_tensor **hs = calloc((size_t)q.n, sizeof *hs);
-  rx_rt_batcher_stats on, off;
-  ab_no_gather = true;
-  if (!st) st = ab_seqs_batched(a, &q, &w, &in, hc, &off);
-  ab_no_gather = false;
-  if (!st) st = ab_seqs_batched(a, &q, &w, &in, hb, &on);
   if (!st) st = ab_seqs_single(a, &q, &w, &in, hs);
-  if (ok_status(st, "LSTM 2, 1, 3")) {
-    double ref[3 * AB_H], e_on = 0, e_off = 0, r_on = 0, r_off = 0;
-    ab_ref_seqs(&w, &q, ref);
-    if (compare(hb, hs, ref, q.n, &e_on, &r_on) && compare(hc, hs, ref, q.n, &e_off, &r_off)) {
-      printf("LSTM 2, 1, 3: gather path vs one at a time %.3g (double %.3g), copy path %.3g "
-             "(double %.3g); copies %zu / %zu, bytes %zu / %zu, gathers %zu\n",
-             e_on, r_on, e_off, r_off, on.copies, off.copies, on.copy_bytes, off.copy_bytes,
-             on.gathers);
-      CHECK_MSG(e_on <= 2e-5 && e_off <= 2e-5 && r_on <= 1e-4 && r_off <= 1e-4,
-                "LSTM 2, 1, 3: %g %g %g %g", e_on, e_off, r_on, r_off);
+  double ref[3 * AB_H];
+  if (!st) ab_ref_seqs(&w, &q, ref);
+  for (int k = MEM_NONE; k <= MEM_BOTH && ok_status(st, "LSTM 2, 1, 3"); k++) {
+    rx_rt_tensor **hb = calloc((size_t)q.n, sizeof *hb);
+    rx_rt_batcher_stats c;
+    set_paths(k);
+    st = ab_seqs_batched(a, &q, &w, &in, hb, &c);
+    double e = 0, r = 0;
+    if (ok_status(st, "LSTM 2, 1, 3") && compare(hb, hs, ref, q.n, &e, &r)) {
+      printf("LSTM 2, 1, 3, %s: vs one at a time %.3g, vs double %.3g; %zu copies (%zu bytes), "
+             "%zu views, %zu gathers\n",
+             mem_names[k], e, r, c.copies, c.copy_bytes, c.views, c.gathers);
+      CHECK_MSG(e <= 2e-5 && r <= 1e-4, "LSTM 2, 1, 3, %s: %g, %g", mem_names[k], e, r);
+      CHECK_MSG(c.launches == 3 && c.copies == want[k].copies &&
+                    c.copy_bytes == want[k].rows * 256 && c.views == want[k].views &&
+                    c.gathers == want[k].gathers,
+                "LSTM 2, 1, 3, %s: %zu launches, %zu copies of %zu bytes, %zu views, %zu gathers",
+                mem_names[k], c.launches, c.copies, c.copy_bytes, c.views, c.gathers);
     }
-    CHECK_MSG(on.launches == 3 && off.launches == 3, "launches %zu, %zu", on.launches,
-              off.launches);
-    CHECK_MSG(off.copies == 24 && off.copy_bytes == 30 * 256 && off.gathers == 0 && off.views == 0,
-              "copy path: %zu copies of %zu bytes, %zu gathers, %zu views", off.copies,
-              off.copy_bytes, off.gathers, off.views);
-    CHECK_MSG(on.copies == 18 && on.copy_bytes == 24 * 256 && on.gathers == 4 && on.views == 0,
-              "gather path: %zu copies of %zu bytes, %zu gathers, %zu views", on.copies,
-              on.copy_bytes, on.gathers, on.views);
+    release_all(hb, q.n);
   }
-  release_all(hb, q.n);
-  release_all(hc, q.n);
+  set_paths(MEM_BOTH);
   release_all(hs, q.n);
   ab_inputs_free(&in);
   ab_weights_free(&w);
@@ -377,15 +396,18 @@ static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   rx_status st = ab_weights_make(d, 1801, 3, AB_TREE_GATES, &w);
   if (!st) st = ab_inputs_forest(d, f, &in);
   rx_rt_tensor **hb = calloc((size_t)f->n, sizeof *hb), **hs = calloc((size_t)f->n, sizeof *hs);
-  rx_rt_tensor **hc = calloc((size_t)f->n, sizeof *hc);
-  rx_rt_batcher_stats stats, copied;
-  ab_no_gather = true; /* the copy path, then the gather path */
-  if (!st) st = ab_forest_batched(a, f, &w, &in, hc, &copied);
-  ab_no_gather = false;
+  rx_rt_tensor **hc[3] = {0};
+  rx_rt_batcher_stats stats, copied[3];
+  for (int k = 0; k < 3 && !st; k++) { /* neither path, gather only, planning only (MEM_*) */
+    hc[k] = calloc((size_t)f->n, sizeof *hc[k]);
+    set_paths(k);
+    st = ab_forest_batched(a, f, &w, &in, hc[k], &copied[k]);
+  }
+  set_paths(MEM_BOTH);
   if (!st) st = ab_forest_batched(a, f, &w, &in, hb, &stats);
   if (!st) st = ab_forest_single(a, f, &w, &in, hs);
   if (ok_status(st, "TreeLSTM")) {
-    check_paths("TreeLSTM", hb, hc, f->n, &stats, &copied);
+    check_paths("TreeLSTM", hb, hc, f->n, &stats, copied);
     int leaves = 0;
     for (int i = 0; i < f->n; i++) leaves += f->left[i] < 0;
     double *ref = malloc(sizeof *ref * (size_t)f->n * AB_H), e_ab = 0, e_ref = 0, e_sref = 0;
@@ -409,7 +431,7 @@ static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   }
   release_all(hb, f->n);
   release_all(hs, f->n);
-  release_all(hc, f->n);
+  for (int k = 0; k < 3; k++) release_all(hc[k], f->n);
   ab_inputs_free(&in);
   ab_weights_free(&w);
   free(f->x);
@@ -425,15 +447,18 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
   rx_status st = ab_weights_make(d, 1803, 2, AB_LSTM_GATES, &w);
   if (!st) st = ab_inputs_seqs(d, &q, &in);
   rx_rt_tensor **hb = calloc((size_t)q.n, sizeof *hb), **hs = calloc((size_t)q.n, sizeof *hs);
-  rx_rt_tensor **hc = calloc((size_t)q.n, sizeof *hc);
-  rx_rt_batcher_stats stats, copied;
-  ab_no_gather = true;
-  if (!st) st = ab_seqs_batched(a, &q, &w, &in, hc, &copied);
-  ab_no_gather = false;
+  rx_rt_tensor **hc[3] = {0};
+  rx_rt_batcher_stats stats, copied[3];
+  for (int k = 0; k < 3 && !st; k++) {
+    hc[k] = calloc((size_t)q.n, sizeof *hc[k]);
+    set_paths(k);
+    st = ab_seqs_batched(a, &q, &w, &in, hc[k], &copied[k]);
+  }
+  set_paths(MEM_BOTH);
   if (!st) st = ab_seqs_batched(a, &q, &w, &in, hb, &stats);
   if (!st) st = ab_seqs_single(a, &q, &w, &in, hs);
   if (ok_status(st, "LSTM")) {
-    check_paths("LSTM", hb, hc, q.n, &stats, &copied);
+    check_paths("LSTM", hb, hc, q.n, &stats, copied);
     double ref[5 * AB_H], e_ab = 0, e_ref = 0, e_sref = 0;
     ab_ref_seqs(&w, &q, ref);
     if (compare(hb, hs, ref, q.n, &e_ab, &e_ref) && compare(hs, hb, ref, q.n, &e_ab, &e_sref)) {
@@ -449,7 +474,7 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
   }
   release_all(hb, q.n);
   release_all(hs, q.n);
-  release_all(hc, q.n);
+  for (int k = 0; k < 3; k++) release_all(hc[k], q.n);
   ab_inputs_free(&in);
   ab_weights_free(&w);
   ab_seqs_free(&q);
