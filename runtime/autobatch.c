@@ -610,12 +610,13 @@ static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_va
  * or 0..g-1 (stacked). Written from the host: waits for the work queued so far. */
 static rx_status index_array(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
                              bool stacked, rx_rt_tensor **out) {
+  *out = NULL;
   int32_t *rows = rt_alloc(b->alloc, sizeof *rows * g);
   if (!rows) return rt_oom("an index array", sizeof *rows * g);
   for (size_t k = 0; k < g; k++) {
     ab_src s;
     resolve(b, &b->calls[batch[k]].args[i], &s);
-    rows[k] = (int32_t)(stacked ? k : s.row);
+    rows[k] = (int32_t)(stacked ? k : s.is_row ? s.row : 0);
   }
   int64_t n = (int64_t)g;
   rx_status st = rx_rt_tensor_create(b->dev, RX_DTYPE_I32, 1, &n, out);
@@ -628,15 +629,37 @@ static rx_status index_array(rx_rt_batcher *b, const size_t *batch, size_t g, si
   return st;
 }
 
+/* The caller's tensor that argument i of every call of the batch is (a zero state), or NULL. */
+static rx_rt_tensor *one_caller_tensor(const rx_rt_batcher *b, const size_t *batch, size_t g,
+                                       size_t i) {
+  rx_rt_tensor *t = b->calls[batch[0]].args[i].tensor;
+  for (size_t k = 1; k < g && t; k++)
+    if (b->calls[batch[k]].args[i].tensor != t) return NULL;
+  return t && rx_rt_tensor_ndim(t) < RX_RT_MAX_NDIM ? t : NULL;
+}
+
 /* Whether the batch goes to the index-array form: it exists, gathers are on, and a batched
- * argument is rows of one earlier output that are not that output as is (a gather, no copy). */
+ * argument is rows of one earlier output that are not that output as is, or one caller's tensor
+ * for every call (a gather, no copy). */
 static bool use_gather(const rx_rt_batcher *b, const ab_fn *f, const size_t *batch, size_t g) {
   if (b->no_gather || !f->gather) return false;
   for (size_t i = 0; i < f->nparams; i++) {
     bool in_order = false;
-    if (!f->shared[i] && one_source(b, batch, g, i, &in_order) && !in_order) return true;
+    if (f->shared[i]) continue;
+    if (one_source(b, batch, g, i, &in_order) ? !in_order
+                                              : g > 1 && one_caller_tensor(b, batch, g, i))
+      return true;
   }
   return false;
+}
+
+/* The caller's tensor t [...] as a pool of one row [1, ...] (*out retained; no copy). */
+static rx_status one_row_pool(rx_rt_tensor *t, rx_rt_tensor **out) {
+  int64_t shape[RX_RT_MAX_NDIM];
+  shape[0] = 1;
+  memcpy(shape + 1, rx_rt_tensor_shape(t), sizeof(int64_t) * (size_t)rx_rt_tensor_ndim(t));
+  return rx_rt_tensor_wrap(rx_rt_tensor_buffer(t), rx_rt_tensor_dtype(t), rx_rt_tensor_ndim(t) + 1,
+                           shape, out);
 }
 
 /* The batched call's arguments in[0..*out_n) (owned[k]: in[k] is the batcher's to release):
@@ -658,7 +681,13 @@ static rx_status assemble(rx_rt_batcher *b, const ab_fn *f, const size_t *batch,
     }
     bool in_order = false;
     rx_rt_tensor *pool = gather ? one_source(b, batch, g, i, &in_order) : NULL;
-    if (pool) {
+    rx_rt_tensor *caller = gather && !pool ? one_caller_tensor(b, batch, g, i) : NULL;
+    if (caller) { /* one row, gathered g times */
+      RX_RETURN_IF_ERROR(one_row_pool(caller, &in[n]));
+      owned[n++] = true;
+      b->stats.gathers++;
+      pool = caller;
+    } else if (pool) {
       in[n++] = pool;
       if (in_order)
         b->stats.views++;
