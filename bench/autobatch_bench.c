@@ -9,10 +9,11 @@
  * batcher's stacking and splitting copies and its bookkeeping; the one-at-a-time run copies each
  * output out of planned storage. --no-gather runs the batcher with its gather path off (operands
  * stacked by copies even where the artifact has the index-array form, relaxc compile --batch
- * FN:SHARED,gather); each row's copies, copy bytes, views and gathers go to stderr.
+ * FN:SHARED,gather), --no-plan with its memory planning off (rx_rt_batcher_set_planning); each
+ * row's copies, copy bytes, views and gathers go to stderr.
  *
  * usage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] [--leaves L]
- *                        [--lengths 1,7,16,17,100] [--reps R] [--no-gather]
+ *                        [--lengths 1,7,16,17,100] [--reps R] [--no-gather] [--no-plan]
  *   TREE.rxm: relaxc compile tests/autobatch/tree_cell.rx --target vulkan-lavapipe
  *             --batch tree_cell:w,ul,ur,b -o TREE.rxm (LSTM.rxm likewise with lstm_cell:wx,wh,b)
  * Built against the build's runtime library:
@@ -30,7 +31,7 @@
 static int usage(const char *why) {
   fprintf(stderr,
           "autobatch_bench: %s\nusage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] "
-          "[--leaves L] [--lengths 1,7,16,17,100] [--reps R] [--no-gather]\n",
+          "[--leaves L] [--lengths 1,7,16,17,100] [--reps R] [--no-gather] [--no-plan]\n",
           why);
   return 2;
 }
@@ -100,9 +101,9 @@ static int bench(const char *name, const workload *wl, int cells, int reps) {
          name, cells, stats.batched_calls, stats.max_batch, best[0][0], cells / best[0][0] * 1e3,
          best[0][1], best[1][0], cells / best[1][0] * 1e3, best[1][1], best[0][0] / best[1][0],
          best[0][1] / best[1][1]);
-  fprintf(stderr, "%s: batched%s: %zu copies, %zu copy bytes, %zu views, %zu gathers\n", name,
-          ab_no_gather ? " (--no-gather)" : "", stats.copies, stats.copy_bytes, stats.views,
-          stats.gathers);
+  fprintf(stderr, "%s: batched%s%s: %zu copies, %zu copy bytes, %zu views, %zu gathers\n", name,
+          ab_no_gather ? " --no-gather" : "", ab_no_plan ? " --no-plan" : "", stats.copies,
+          stats.copy_bytes, stats.views, stats.gathers);
   return 0;
 }
 
@@ -133,6 +134,8 @@ int main(int argc, char **argv) {
       leaves = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-gather"))
       ab_no_gather = true;
+    else if (!strcmp(argv[i], "--no-plan"))
+      ab_no_plan = true;
     else if (!strcmp(argv[i], "--reps") && v)
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--lengths") && v) {

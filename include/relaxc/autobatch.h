@@ -6,10 +6,13 @@
  * each with its arguments: tensors, or outputs of other submitted calls (its dependencies). The
  * batcher then repeatedly takes every ready call of one function (all of its dependencies done)
  * whose shared arguments are the same tensors and whose batched arguments have the same shapes,
- * stacks their batched arguments along a new leading axis (device copies; none where the calls
- * take the rows of one earlier batch's output in order), makes ONE call of the function's batched
- * form (rx_batch_function, relaxc compile --batch FN:SHARED) and gives each call its row of the
- * outputs. A tree runs depth by depth, an RNN step by step over the sequences still running.
+ * stacks their batched arguments along a new leading axis, makes ONE call of the function's
+ * batched form (rx_batch_function, relaxc compile --batch FN:SHARED) and gives each call its row
+ * of the outputs. A tree runs depth by depth, an RNN step by step over the sequences still
+ * running. Stacking is a device copy unless the batch's arguments are rows 0..G-1 of one earlier
+ * output (a view: the memory planning places outputs in their readers' order), or rows of one
+ * earlier output or one caller's tensor for every call, passed to the function's index-array
+ * form (rx_batch_function_gather) with an index array (a gather: docs/autobatch.md).
  *
  * Conventions as in relaxc/runtime.h: statuses name what failed; out-parameters are zeroed first;
  * host memory comes from the artifact device's allocator; one thread at a time. */
