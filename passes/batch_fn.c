@@ -17,7 +17,12 @@
  * meets a batched value (other ops, call_tensor, call_extern, calls, if, match_cast) is an error
  * naming the op, the binding and the function; so is a result that does not depend on a batched
  * parameter. Every batched binding's deduced struct info is checked against [batch] + the
- * original one: a rule that got a shape wrong fails here, never silently at run time. */
+ * original one: a rule that got a shape wrong fails here, never silently at run time.
+ *
+ * rx_batch_function_gather (issue 36) adds the index-array form of the same function: each
+ * batched parameter x becomes pool_x: T[rows_x, ...] and idx_x: i32[batch], and the body starts
+ * with x = take(pool_x, idx_x, axis=0), which fusion puts inside the kernels reading x, so the
+ * runtime batcher passes scattered rows of an earlier output without copying them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,8 +442,10 @@ static rx_status batch_body(bctx *c, rx_node **out_result) {
   return NULL;
 }
 
-/* A name base, base_1, ... that none of f's shapes and parameters uses. */
-static void fresh_name(const rx_graph_fn *f, const char *base, char *name, size_t cap) {
+/* A name base, base_1, ... that none of f's shapes (and with params, none of its parameters)
+ * uses. */
+static void fresh_name(const rx_graph_fn *f, const char *base, bool params, char *name,
+                       size_t cap) {
   rx_ptrvec vars = {0};
   for (int i = 0; i < f->nparams; i++) {
     const rx_sinfo *s = f->params[i]->sinfo;
@@ -450,7 +457,8 @@ static void fresh_name(const rx_graph_fn *f, const char *base, char *name, size_
     bool taken = false;
     for (size_t i = 0; i < vars.len; i++)
       taken = taken || !strcmp(((const rx_expr *)vars.data[i])->name, name);
-    for (int i = 0; i < f->nparams; i++) taken = taken || !strcmp(f->params[i]->name, name);
+    for (int i = 0; params && i < f->nparams; i++)
+      taken = taken || !strcmp(f->params[i]->name, name);
     if (!taken) break;
     snprintf(name, cap, "%s_%d", base, k);
   }
@@ -460,7 +468,7 @@ static void fresh_name(const rx_graph_fn *f, const char *base, char *name, size_
 /* A name for the batch dimension that none of f's shapes uses. */
 static const rx_expr *batch_dim(rx_module *m, const rx_graph_fn *f) {
   char name[32];
-  fresh_name(f, "batch", name, sizeof name);
+  fresh_name(f, "batch", false, name, sizeof name);
   return rx_sym_var(m, name);
 }
 
@@ -469,11 +477,11 @@ static const rx_expr *batch_dim(rx_module *m, const rx_graph_fn *f) {
 static rx_status add_gather_params(bctx *c, const rx_var *p) {
   char pool[256], idx[256], rows[256], base[240];
   snprintf(base, sizeof base, "pool_%s", p->name);
-  fresh_name(c->f, base, pool, sizeof pool);
+  fresh_name(c->f, base, true, pool, sizeof pool);
   snprintf(base, sizeof base, "idx_%s", p->name);
-  fresh_name(c->f, base, idx, sizeof idx);
+  fresh_name(c->f, base, true, idx, sizeof idx);
   snprintf(base, sizeof base, "rows_%s", p->name);
-  fresh_name(c->f, base, rows, sizeof rows);
+  fresh_name(c->f, base, false, rows, sizeof rows);
   const rx_sinfo *s = p->sinfo;
   const rx_expr *dims[RX_MAX_NDIM + 1];
   if (s->ndim + 1 > (int)RX_ARRAY_LEN(dims) || !s->shape)
