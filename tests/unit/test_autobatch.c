@@ -8,7 +8,9 @@
  * rules (broadcast of a batched vector, softmax, sum with keepdims, permute by default, matmul of
  *      two batched operands, of a shared 3-D operand by a batched vector and of a shared matrix by
  *      a batched matrix, reshape, max over all axes, strided_slice, expand_dims, squeeze by
- *      default, concat), its batched call over 3 inputs equal to 3 calls of the original; errors
+ *      default, concat), its batched call over 3 inputs equal to 3 calls of the original, and
+ *      its index-array form (rx_batch_function_gather) over the same rows reversed equal to the
+ *      batched call's rows reversed; errors
  *      that name the op, the binding and the function.
  *   2. A TreeLSTM (hidden 64) over 16 random parse trees of 1..30 leaves (seeded): through the
  *      batcher (one batched call per tree level: as many as the tallest tree's height + 1, the
@@ -99,7 +101,7 @@ static rx_module *make_module(const char *tree, const char *lstm) {
         rx_batch_function(m, jobs[i].fn, jobs[i].shared, jobs[i].n, jobs[i].max, jobs[i].out);
     char gname[64]; /* the cells' index-array forms (the batcher's gather path) */
     snprintf(gname, sizeof gname, "%s_gather", jobs[i].out);
-    if (!st && i < 2)
+    if (!st)
       st = rx_batch_function_gather(m, jobs[i].fn, jobs[i].shared, jobs[i].n, jobs[i].max, gname);
     CHECK_MSG(!st, "batch %s: %s", jobs[i].fn, rx_status_message(st));
     ok = !st;
@@ -247,6 +249,28 @@ static void run_mix(rx_rt_device *d, rx_rt_artifact *a) {
   if (!st) st = rx_rt_vm_call(a, "mix_batched", t, 4, &res);
   if (!st) st = rx_rt_tensor_read(rx_rt_value_tensor(res), got, sizeof got);
   rx_rt_value_release(res);
+  /* the index-array form over the same pools, the rows reversed: row i is mix_batched's B-1-i */
+  int32_t rev[B] = {2, 1, 0};
+  int64_t bs[1] = {B};
+  float ggot[B * NOUT];
+  rx_rt_tensor *idx = NULL;
+  res = NULL;
+  if (!st) st = rx_rt_tensor_from_host(d, RX_DTYPE_I32, 1, bs, rev, &idx);
+  rx_rt_tensor *g[6] = {t[0], idx, t[1], idx, t[2], t[3]};
+  if (!st) st = rx_rt_vm_call(a, "mix_batched_gather", g, 6, &res);
+  if (!st) st = rx_rt_tensor_read(rx_rt_value_tensor(res), ggot, sizeof ggot);
+  rx_rt_value_release(res);
+  rx_rt_tensor_release(idx);
+  double gworst = 0;
+  for (int i = 0; i < B && !st; i++)
+    for (int j = 0; j < NOUT; j++) {
+      double e = fabs((double)ggot[i * NOUT + j] - got[(B - 1 - i) * NOUT + j]);
+      gworst = isnan(e) ? INFINITY : fmax(gworst, e);
+    }
+  if (!st) {
+    printf("mix: the index-array form, rows reversed, vs the batched form: %.3g\n", gworst);
+    CHECK_MSG(gworst <= 1e-6, "mix_batched_gather differs by %g", gworst);
+  }
   double worst = 0;
   for (int i = 0; i < B && !st; i++) {
     rx_rt_tensor *one[4] = {0, 0, t[2], t[3]};
