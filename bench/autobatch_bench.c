@@ -7,7 +7,10 @@
  * lavapipe the device is the process's own worker threads, so CPU time is the work done, less
  * disturbed than wall time by other load on a shared machine). The batched run includes the
  * batcher's stacking and splitting copies and its bookkeeping; the one-at-a-time run copies each
- * output out of planned storage.
+ * output out of planned storage. --no-gather runs the batcher with its gather path off (operands
+ * stacked by copies even where the artifact has the index-array form, relaxc compile --batch
+ * FN:SHARED,gather), --no-plan with its memory planning off (rx_rt_batcher_set_planning); the
+ * "memory" column names the two switches and the copies column adds the views and gathers.
  *
  * Every workload runs one call at a time without the batcher and through the batcher under
  * each policy (relaxc/autobatch.h: rounds, depth, agenda, fsm, one); a row per way gives the
@@ -18,6 +21,7 @@
  *
  * usage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] [--leaves L]
  *                        [--lengths 1,7,16,17,100] [--mixed N,N,...] [--min-batch N] [--reps R]
+ *                        [--no-gather] [--no-plan]
  *   TREE.rxm: relaxc compile tests/autobatch/tree_cell.rx --target vulkan-lavapipe
  *             --batch tree_cell:w,ul,ur,b -o TREE.rxm (LSTM.rxm likewise with lstm_cell:wx,wh,b)
  * Built against the build's runtime library:
@@ -35,7 +39,8 @@
 static int usage(const char *why) {
   fprintf(stderr,
           "autobatch_bench: %s\nusage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] "
-          "[--leaves L] [--lengths 1,7,16,17,100] [--mixed N,N,...] [--min-batch N] [--reps R]\n",
+          "[--leaves L] [--lengths 1,7,16,17,100] [--mixed N,N,...] [--min-batch N] [--reps R] "
+          "[--no-gather] [--no-plan]\n",
           why);
   return 2;
 }
@@ -108,22 +113,24 @@ static int bench(const char *name, const workload *wl, int cells, int reps) {
         if (ms[k] < best[way][k]) best[way][k] = ms[k];
     }
   }
+  const char *memory = ab_no_gather ? (ab_no_plan ? "copies" : "copies, plan")
+                                    : (ab_no_plan ? "gather" : "gather, plan");
   for (int way = 0; way < NWAYS; way++) {
     const char *pol = way ? rx_rt_batch_policy_name((rx_rt_batch_policy)(way - 1)) : "none";
     char launches[64] = "", copies[64] = "";
     if (way) {
       snprintf(launches, sizeof launches, "%zu (%zu batched, largest %zu)", stats[way].launches,
                stats[way].batched_calls, stats[way].max_batch);
-      snprintf(copies, sizeof copies, "%zu (%zu KiB)", stats[way].copies,
-               stats[way].copy_bytes >> 10);
+      snprintf(copies, sizeof copies, "%zu (%zu KiB), %zu views, %zu gathers", stats[way].copies,
+               stats[way].copy_bytes >> 10, stats[way].views, stats[way].gathers);
     } else {
       snprintf(launches, sizeof launches, "%d", cells);
       snprintf(copies, sizeof copies, "%d (%d KiB)", 2 * cells, 2 * cells * AB_H * 4 >> 10);
     }
-    printf("| %s | %d | %s | %s | %s | %.1f ms, CPU %.1f ms | %.2fx (CPU %.2fx) | %.2fx (CPU "
+    printf("| %s | %d | %s | %s | %s | %s | %.1f ms, CPU %.1f ms | %.2fx (CPU %.2fx) | %.2fx (CPU "
            "%.2fx) |\n",
-           name, cells, way ? pol : "one at a time, no batcher", launches, copies, best[way][0],
-           best[way][1], best[0][0] / best[way][0], best[0][1] / best[way][1],
+           name, cells, way ? pol : "one at a time, no batcher", way ? memory : "", launches,
+           copies, best[way][0], best[way][1], best[0][0] / best[way][0], best[0][1] / best[way][1],
            best[1][0] / best[way][0], best[1][1] / best[way][1]);
   }
   return 0;
@@ -212,6 +219,10 @@ int main(int argc, char **argv) {
       trees = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--leaves") && v)
       leaves = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--no-gather"))
+      ab_no_gather = true;
+    else if (!strcmp(argv[i], "--no-plan"))
+      ab_no_plan = true;
     else if (!strcmp(argv[i], "--reps") && v)
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--min-batch") && v)
@@ -235,9 +246,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 2 && !st; i++) st = rx_rt_artifact_load(d, paths[i], &a[i]);
   if (st) return fail("load", st);
   printf("device: %s\n\n", rx_rt_device_get_info(d)->name);
-  printf("| workload | cells | policy | launches | copies | time | vs one at a time | vs rounds "
-         "|\n");
-  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  printf("| workload | cells | policy | memory | launches | copies | time | vs one at a time | vs "
+         "rounds |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   int rc = 0;
   for (size_t k = 0; k < sizeof models / sizeof *models && !rc; k++) {
     model_ctx m;
