@@ -12,7 +12,9 @@
  *   - nested: an RNN over words of an RNN over each word's characters (two cell functions,
  *     hidden 32) over sentences of 1, 7 and 33 words of 1..8 characters;
  *   - early exit: 12 samples (8 tokens, model 32, 2 heads) through up to 6 transformer encoder
- *     layers, each sample stopping after its own number of layers (drawn at random).
+ *     layers, each sample stopping after its own number of layers (drawn at random);
+ *   - and test_autobatch's TreeLSTM (4 trees) and LSTM (lengths 1, 7, 33) as call graphs
+ *     (tests/autobatch/acrobat_ref.h), as bench/autobatch_bench.c runs them.
  * Tolerances: batched vs one at a time BM_TOL_XY relative to max(1, |reference|) (float32: the
  * batched kernels sum in another order, and the differences grow along a 100-step chain), each
  * vs the double reference 1e-4. The number of batched calls is checked where the model fixes it
@@ -21,6 +23,7 @@
  *
  * usage: test_autobatch_models TESTS_DIR */
 /* test-needs: runtime */
+#include "../autobatch/acrobat_ref.h"
 #include "../autobatch/encoder_ref.h"
 #include "../autobatch/grid_ref.h"
 #include "../autobatch/gru_ref.h"
@@ -39,8 +42,9 @@
 #define BM_TOL_REF 1e-5
 
 /* The cells' files and the functions batched in them, with their shared (weight) parameters. */
-static const char *cell_files[] = {"gru_cell.rx", "mvrnn_cell.rx", "grid_cell.rx", "nested_cell.rx",
-                                   "encoder_cell.rx"};
+static const char *cell_files[] = {"gru_cell.rx",    "mvrnn_cell.rx",   "grid_cell.rx",
+                                   "nested_cell.rx", "encoder_cell.rx", "tree_cell.rx",
+                                   "lstm_cell.rx"};
 static const struct {
   const char *fn, *out, *shared[16];
   size_t n;
@@ -50,6 +54,8 @@ static const struct {
     {"grid_cell", "grid_cell_batched", {"wx", "wu", "wl", "b"}, 4},
     {"char_cell", "char_cell_batched", {"wc", "uc", "bc"}, 3},
     {"word_cell", "word_cell_batched", {"we", "ws", "uw", "bw"}, 4},
+    {"tree_cell", "tree_cell_batched", {"w", "ul", "ur", "b"}, 4},
+    {"lstm_cell", "lstm_cell_batched", {"wx", "wh", "b"}, 3},
     {"encoder_cell",
      "encoder_cell_batched",
      {"wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "g1", "be1", "w1", "b1", "w2", "b2", "g2",
@@ -189,6 +195,19 @@ static void models(rx_rt_device *d, rx_rt_artifact *a) {
   encoder_setup(&g, 12, 6, 3605, &depth);
   CHECK_MSG(depth == 6, "the deepest sample stops at %d of 6 layers", depth);
   run_model("early exit (encoder, 12 samples, 1..6 layers)", &g, a, depth);
+  bm_free(&g);
+
+  /* test_autobatch's two models as call graphs (acrobat_ref.h, for the bench's table) */
+  bm_init(&g, d);
+  made = treelstm_setup(&g, 4, 30, 18, &height);
+  CHECK_MSG(made, "forest too large");
+  run_model("tree (TreeLSTM, 4 trees of 1..30 leaves)", &g, a, height + 1);
+  bm_free(&g);
+
+  bm_init(&g, d);
+  const int lstm_lens[] = {1, 7, 33};
+  lstm_setup(&g, lstm_lens, 3, 1802);
+  run_model("chain (LSTM, lengths 1, 7, 33)", &g, a, 33);
   bm_free(&g);
 }
 
