@@ -1,34 +1,157 @@
-/* bench/autobatch_bench.c: the ACRoBat workloads of issue 18 (tests/autobatch/acrobat_models.h)
+/* bench/autobatch_bench.c: the auto-batching workloads of issues 18 and 36 (tests/autobatch/)
  * batched by the runtime batcher (relaxc/autobatch.h) against one cell call at a time, on one
- * device: a TreeLSTM over --trees random parse trees of 1..--leaves leaves and an LSTM over
- * sequences of lengths --lengths (hidden 64 both). Each run starts from inputs already on the
- * device and ends synchronized with every output on the device; the time is the best of --reps
- * runs after one warm-up run, in wall-clock time and in the process's CPU time (all threads: on
- * lavapipe the device is the process's own worker threads, so CPU time is the work done, less
- * disturbed than wall time by other load on a shared machine). The batched run includes the
- * batcher's stacking and splitting copies and its bookkeeping; the one-at-a-time run copies each
- * output out of planned storage.
+ * device. The models are a table of {name, setup, submit, check} entries (`models` below), each a
+ * graph of cell calls (tests/autobatch/call_graph.h) with its double reference:
+ *   tree      TreeLSTM (hidden 64) over --trees random parse trees of 1..--leaves leaves
+ *   lstm      LSTM (hidden 64) over sequences of lengths --lengths
+ *   gru       GRU (hidden 64) over sequences of lengths --lengths
+ *   mvrnn     MV-RNN (n = 16) over --trees random parse trees of 1..--leaves leaves
+ *   grid      2-D grid RNN (hidden 32) over grids --grids (RxC,...)
+ *   nested    an RNN over words of an RNN over characters (hidden 32) over sentences of --words
+ *             words of 1..8 characters
+ *   encoder   --samples samples through up to --layers transformer encoder layers (8 tokens,
+ *             model 32), each stopping after its own number of layers (drawn at random)
+ * Each run starts from inputs already on the device and ends synchronized with every checked
+ * output (every call's, acrobat_ref.h's TreeLSTM: every node's h) in a tensor of its own; the
+ * time is the best of --reps runs after one warm-up run, in wall-clock time and in the process's
+ * CPU time (all threads: on lavapipe the device is the process's own worker threads, so CPU time
+ * is the work done, less disturbed than wall time by other load on a shared machine). The
+ * batched run includes the batcher's stacking and splitting copies and its bookkeeping; the
+ * one-at-a-time run copies each output out of planned storage. A last run of each way is
+ * checked against the other and the reference (the row fails past 1e-5 relative to
+ * max(1, |reference|)).
  *
- * usage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] [--leaves L]
- *                        [--lengths 1,7,16,17,100] [--reps R]
- *   TREE.rxm: relaxc compile tests/autobatch/tree_cell.rx --target vulkan-lavapipe
- *             --batch tree_cell:w,ul,ur,b -o TREE.rxm (LSTM.rxm likewise with lstm_cell:wx,wh,b)
- * Built against the build's runtime library:
+ * usage: autobatch_bench ARTIFACT.rxm... [--device D] [--models tree,lstm,...] [--trees N]
+ *                        [--leaves L] [--lengths 1,7,16,17,100] [--grids 1x1,10x10]
+ *                        [--words 1,7,33] [--samples N] [--layers L] [--reps R]
+ *   Each model runs on the first artifact that has its cell function, e.g. every cell in one:
+ *   cat tests/autobatch/{tree,lstm,gru,mvrnn,grid,nested,encoder}_cell.rx > /tmp/ab_cells.rx &&
+ *   build/relaxc compile /tmp/ab_cells.rx
+ *     --target vulkan-lavapipe --batch tree_cell:w,ul,ur,b@1024 --batch lstm_cell:wx,wh,b@1024
+ *     --batch gru_cell:wx,wh,bx,bh@1024 --batch mvrnn_cell:w,bias,wm@1024
+ *     --batch grid_cell:wx,wu,wl,b@1024 --batch char_cell:wc,uc,bc@1024
+ *     --batch word_cell:we,ws,uw,bw@1024 --batch encoder_cell:wq,bq,wk,bk,wv,bv,wo,bo,g1,be1,
+ *     w1,b1,w2,b2,g2,be2@1024 -o /tmp/ab_cells.rxm
+ * Built against the build's runtime library (cmake --build build --target bench_autobatch), or:
  *   cc -O2 -std=c11 -Iinclude -Itests/autobatch bench/autobatch_bench.c BUILD/librelaxc_runtime.a
  *      -lcjson -ldl -lpthread -lm
- * Prints a Markdown table row per workload on stdout. */
+ * Prints a Markdown table row per model on stdout. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #endif
-#include "acrobat_models.h"
+#include "acrobat_ref.h"
+#include "encoder_ref.h"
+#include "grid_ref.h"
+#include "gru_ref.h"
+#include "mvrnn_ref.h"
+#include "nested_ref.h"
 
 #include <stdio.h>
 #include <time.h>
 
+#define BENCH_TOL 1e-5
+
+enum { BENCH_MAX_LIST = 64 };
+
+/* The sizes of every model, from the command line. */
+typedef struct bench_opts {
+  int trees, leaves, samples, layers, reps;
+  int lens[BENCH_MAX_LIST], nlens;
+  int words[BENCH_MAX_LIST], nwords;
+  int rows[BENCH_MAX_LIST], cols[BENCH_MAX_LIST], ngrids;
+} bench_opts;
+
+/* A model of the table: setup builds its call graph on g (inputs on g->d) and writes the row's
+ * name into title, false when the sizes are out of range; submit puts its calls into a batcher
+ * (a per-policy loop sets the batcher's policy before); check measures two runs' outputs against
+ * each other and the reference. */
+typedef struct bench_model {
+  const char *name; /* --models key */
+  const char *fn;   /* a cell function the artifact must have */
+  bool (*setup)(bm_graph *g, const bench_opts *o, char *title, size_t ntitle);
+  rx_status (*submit)(const bm_graph *g, rx_rt_batcher *b);
+  rx_status (*check)(const bm_graph *g, rx_rt_tensor **x, rx_rt_tensor **y, double *out_xy,
+                     double *out_ref, size_t *out_n);
+} bench_model;
+
+static void list_text(const int *v, int n, char *out, size_t size) {
+  size_t k = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && k + 16 < size; i++)
+    k += (size_t)snprintf(out + k, size - k, "%s%d", i ? ", " : "", v[i]);
+  if (n && k + 16 >= size) snprintf(out + k, size - k, ", ...");
+}
+
+static bool setup_tree(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  int height = 0;
+  if (!treelstm_setup(g, o->trees, o->leaves, 18, &height)) return false;
+  snprintf(title, n, "TreeLSTM, %d trees of 1..%d leaves (height %d)", o->trees, o->leaves, height);
+  return true;
+}
+
+static bool setup_lstm(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char lens[128];
+  list_text(o->lens, o->nlens, lens, sizeof lens);
+  lstm_setup(g, o->lens, o->nlens, 1802);
+  snprintf(title, n, "LSTM, lengths %s", lens);
+  return true;
+}
+
+static bool setup_gru(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char lens[128];
+  list_text(o->lens, o->nlens, lens, sizeof lens);
+  gru_setup(g, o->lens, o->nlens, 3601);
+  snprintf(title, n, "GRU, lengths %s", lens);
+  return true;
+}
+
+static bool setup_mvrnn(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  if (!mvrnn_setup(g, o->trees, o->leaves, 3602)) return false;
+  snprintf(title, n, "MV-RNN, %d trees of 1..%d leaves (height %d)", o->trees, o->leaves,
+           mvrnn_height(o->trees, o->leaves, 3602));
+  return true;
+}
+
+static bool setup_grid(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  grid_setup(g, o->rows, o->cols, o->ngrids, 3603);
+  size_t k = (size_t)snprintf(title, n, "grid RNN, grids");
+  for (int i = 0; i < o->ngrids && k + 24 < n; i++)
+    k += (size_t)snprintf(title + k, n - k, "%s %dx%d", i ? "," : "", o->rows[i], o->cols[i]);
+  return true;
+}
+
+static bool setup_nested(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char words[128];
+  list_text(o->words, o->nwords, words, sizeof words);
+  nested_setup(g, o->words, o->nwords, 8, 3604);
+  snprintf(title, n, "nested RNN, sentences of %s words", words);
+  return true;
+}
+
+static bool setup_encoder(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  int depth = 0;
+  encoder_setup(g, o->samples, o->layers, 3605, &depth);
+  snprintf(title, n, "early-exit encoder, %d samples, 1..%d layers (deepest %d)", o->samples,
+           o->layers, depth);
+  return true;
+}
+
+static const bench_model models[] = {
+    {"tree", "tree_cell", setup_tree, bm_submit, bm_compare},
+    {"lstm", "lstm_cell", setup_lstm, bm_submit, bm_compare},
+    {"gru", "gru_cell", setup_gru, bm_submit, bm_compare},
+    {"mvrnn", "mvrnn_cell", setup_mvrnn, bm_submit, bm_compare},
+    {"grid", "grid_cell", setup_grid, bm_submit, bm_compare},
+    {"nested", "char_cell", setup_nested, bm_submit, bm_compare},
+    {"encoder", "encoder_cell", setup_encoder, bm_submit, bm_compare},
+};
+
 static int usage(const char *why) {
   fprintf(stderr,
-          "autobatch_bench: %s\nusage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] "
-          "[--leaves L] [--lengths 1,7,16,17,100] [--reps R]\n",
+          "autobatch_bench: %s\nusage: autobatch_bench ARTIFACT.rxm... [--device D] [--models "
+          "tree,lstm,gru,mvrnn,grid,nested,encoder] [--trees N] [--leaves L] [--lengths "
+          "1,7,16,17,100] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] [--layers L] [--reps "
+          "R]\n",
           why);
   return 2;
 }
@@ -45,149 +168,188 @@ static double now_ms(clockid_t clock) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static void release_all(rx_rt_tensor **t, int n) {
-  for (int i = 0; i < n; i++) {
-    rx_rt_tensor_release(t[i]);
-    t[i] = NULL;
-  }
-}
-
-typedef struct workload {
-  rx_rt_artifact *a;
-  const ab_weights *w;
-  const ab_inputs *in;
-  const ab_forest *f; /* the tree workload, else q */
-  const ab_seqs *q;
-  rx_rt_tensor **out;
-  int nout;
-} workload;
-
-/* One run, batched or not, synchronized: its wall time and the process's CPU time (all threads,
- * lavapipe's workers too) in out_ms[0] and out_ms[1]. */
-static rx_status run_once(const workload *wl, bool batched, rx_rt_batcher_stats *stats,
-                          double *out_ms) {
+/* One run of g on a, batched (through m's submit) or one call at a time, its checked outputs
+ * into out (as bm_outputs_new), synchronized; its wall and CPU times in out_ms[0..1]. */
+static rx_status run_once(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, bool batched,
+                          rx_rt_tensor **out, rx_rt_batcher_stats *stats, double *out_ms) {
   double t0 = now_ms(CLOCK_MONOTONIC), c0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
-  rx_status st;
-  if (wl->f)
-    st = batched ? ab_forest_batched(wl->a, wl->f, wl->w, wl->in, wl->out, stats)
-                 : ab_forest_single(wl->a, wl->f, wl->w, wl->in, wl->out);
-  else
-    st = batched ? ab_seqs_batched(wl->a, wl->q, wl->w, wl->in, wl->out, stats)
-                 : ab_seqs_single(wl->a, wl->q, wl->w, wl->in, wl->out);
-  if (!st) st = rx_rt_device_synchronize(rx_rt_artifact_device(wl->a));
+  rx_status st = NULL;
+  if (batched) {
+    rx_rt_batcher *b = NULL;
+    st = bm_batcher(g, a, &b);
+    if (!st) st = m->submit(g, b);
+    if (!st) st = rx_rt_batcher_run(b);
+    if (!st) st = bm_collect(g, b, out);
+    if (stats) rx_rt_batcher_get_stats(b, stats);
+    rx_rt_batcher_release(b);
+  } else {
+    st = bm_run_single(g, a, out);
+  }
+  if (!st) st = rx_rt_device_synchronize(rx_rt_artifact_device(a));
   out_ms[0] = now_ms(CLOCK_MONOTONIC) - t0;
   out_ms[1] = now_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
-  release_all(wl->out, wl->nout);
   return st;
 }
 
-/* Best of reps runs after one warm-up, for both ways; prints the row. */
-static int bench(const char *name, const workload *wl, int cells, int reps) {
+/* Best of reps runs after one warm-up, for both ways, then the check; prints the row. */
+static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, const char *title,
+                 int reps) {
   double best[2][2] = {{1e300, 1e300}, {1e300, 1e300}}; /* [way][wall, cpu] */
   rx_rt_batcher_stats stats = {0};
-  for (int way = 0; way < 2; way++)
-    for (int r = 0; r <= reps; r++) {
+  rx_rt_tensor **out[2] = {bm_outputs_new(g), bm_outputs_new(g)};
+  rx_status st = NULL;
+  for (int way = 0; way < 2 && !st; way++)
+    for (int r = 0; r <= reps + 1 && !st; r++) { /* warm-up, reps, the checked run */
       double ms[2] = {0, 0};
-      rx_status st = run_once(wl, way == 1, &stats, ms);
-      if (st) return fail(name, st);
-      for (int k = 0; k < 2 && r > 0; k++)
+      bm_outputs_free(g, out[way]);
+      out[way] = bm_outputs_new(g);
+      st = run_once(m, g, a, way == 1, out[way], &stats, ms);
+      for (int k = 0; k < 2 && r > 0 && r <= reps; k++)
         if (ms[k] < best[way][k]) best[way][k] = ms[k];
     }
-  printf("| %s | %d | %zu (largest %zu) | %.1f ms (%.0f cells/s), CPU %.1f ms | %.1f ms (%.0f "
-         "cells/s), CPU %.1f ms | %.2fx (CPU %.2fx) |\n",
-         name, cells, stats.batched_calls, stats.max_batch, best[0][0], cells / best[0][0] * 1e3,
-         best[0][1], best[1][0], cells / best[1][0] * 1e3, best[1][1], best[0][0] / best[1][0],
-         best[0][1] / best[1][1]);
+  double e_xy = 0, e_bref = 0, e_sref = 0, e_yx = 0;
+  size_t n = 0;
+  if (!st) st = m->check(g, out[1], out[0], &e_xy, &e_bref, &n);
+  if (!st) st = m->check(g, out[0], out[1], &e_yx, &e_sref, &n);
+  bm_outputs_free(g, out[0]);
+  bm_outputs_free(g, out[1]);
+  if (st) return fail(m->name, st);
+  printf("| %s | %d | %zu (%zu) | %.1f ms, CPU %.1f ms | %.1f ms, CPU %.1f ms | %.2fx, %.2fx | "
+         "%.2g, %.2g |\n",
+         title, g->ncalls, stats.batched_calls, stats.max_batch, best[0][0], best[0][1], best[1][0],
+         best[1][1], best[0][0] / best[1][0], best[0][1] / best[1][1], e_xy, fmax(e_bref, e_sref));
+  fflush(stdout);
+  if (e_xy > BENCH_TOL || e_bref > BENCH_TOL || e_sref > BENCH_TOL) {
+    fprintf(stderr, "autobatch_bench: %s: the runs differ (%g) or miss the reference (%g, %g)\n",
+            m->name, e_xy, e_bref, e_sref);
+    return 1;
+  }
   return 0;
 }
 
-static int parse_lengths(const char *v, int *lens, int *n) {
+/* N,N,... (or RxC,... with cols) into v; -1 on a bad list. */
+static int parse_list(const char *text, int *v, int *cols, int *n) {
   *n = 0;
-  for (const char *p = v; *p && *n < AB_MAX_SEQS;) {
+  for (const char *p = text; *p && *n < BENCH_MAX_LIST;) {
     char *end = NULL;
     long x = strtol(p, &end, 10);
     if (end == p || x < 0 || x > 100000) return -1;
-    lens[(*n)++] = (int)x;
-    p = *end == ',' ? end + 1 : end;
+    v[*n] = (int)x;
+    if (cols) {
+      if (*end != 'x' || !x) return -1;
+      p = end + 1;
+      x = strtol(p, &end, 10);
+      if (end == p || x < 1 || x > 100000 || (long)v[*n] * x > 100000) return -1;
+      cols[*n] = (int)x;
+    }
+    (*n)++;
     if (*end && *end != ',') return -1;
+    p = *end == ',' ? end + 1 : end;
   }
   return *n ? 0 : -1;
 }
 
-int main(int argc, char **argv) {
-  const char *paths[2] = {NULL, NULL}, *device = "vulkan";
-  int trees = 16, leaves = 30, reps = 3, lens[AB_MAX_SEQS] = {1, 7, 16, 17, 100}, nlens = 5;
-  int npaths = 0;
+/* Parses argv into o, the artifacts' paths and the selected models; nonzero on bad usage. */
+static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, int *npaths,
+                      const char **device, bool *selected) {
+  *o = (bench_opts){.trees = 16, .leaves = 30, .samples = 12, .layers = 6, .reps = 3};
+  const int lens[] = {1, 7, 16, 17, 100}, words[] = {1, 7, 33};
+  const int rows[] = {1, 1, 33, 10}, cols[] = {1, 7, 3, 10};
+  o->nlens = 5, o->nwords = 3, o->ngrids = 4;
+  memcpy(o->lens, lens, sizeof lens);
+  memcpy(o->words, words, sizeof words);
+  memcpy(o->rows, rows, sizeof rows);
+  memcpy(o->cols, cols, sizeof cols);
+  size_t nm = sizeof models / sizeof models[0];
+  for (size_t k = 0; k < nm; k++) selected[k] = true;
+  *npaths = 0;
   for (int i = 1; i < argc; i++) {
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(argv[i], "--device") && v)
-      device = argv[++i];
-    else if (!strcmp(argv[i], "--trees") && v)
-      trees = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--leaves") && v)
-      leaves = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--reps") && v)
-      reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--lengths") && v) {
-      if (parse_lengths(argv[++i], lens, &nlens)) return usage("--lengths: expected N,N,...");
-    } else if (argv[i][0] != '-' && npaths < 2)
-      paths[npaths++] = argv[i];
-    else
-      return usage(argv[i]);
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL, *arg = argv[i];
+    int *num = !strcmp(arg, "--trees")     ? &o->trees
+               : !strcmp(arg, "--leaves")  ? &o->leaves
+               : !strcmp(arg, "--samples") ? &o->samples
+               : !strcmp(arg, "--layers")  ? &o->layers
+               : !strcmp(arg, "--reps")    ? &o->reps
+                                           : NULL;
+    if (num && v) {
+      *num = atoi(argv[++i]);
+    } else if (!strcmp(arg, "--device") && v) {
+      *device = argv[++i];
+    } else if (!strcmp(arg, "--lengths") && v) {
+      if (parse_list(argv[++i], o->lens, NULL, &o->nlens)) return usage("--lengths: N,N,...");
+    } else if (!strcmp(arg, "--words") && v) {
+      if (parse_list(argv[++i], o->words, NULL, &o->nwords)) return usage("--words: N,N,...");
+    } else if (!strcmp(arg, "--grids") && v) {
+      if (parse_list(argv[++i], o->rows, o->cols, &o->ngrids)) return usage("--grids: RxC,...");
+    } else if (!strcmp(arg, "--models") && v) {
+      i++;
+      for (size_t k = 0; k < nm; k++) {
+        size_t len = strlen(models[k].name);
+        const char *p = strstr(argv[i], models[k].name);
+        while (p && !((p == argv[i] || p[-1] == ',') && (p[len] == ',' || !p[len])))
+          p = strstr(p + 1, models[k].name);
+        selected[k] = p != NULL;
+      }
+    } else if (arg[0] != '-' && *npaths < 8) {
+      paths[(*npaths)++] = arg;
+    } else {
+      return usage(arg);
+    }
   }
-  if (npaths != 2) return usage("expected TREE.rxm and LSTM.rxm");
-  if (trees < 1 || trees > AB_MAX_SEQS || leaves < 1 || reps < 1)
-    return usage("--trees 1..64, --leaves >= 1, --reps >= 1");
+  if (!*npaths) return usage("expected an artifact");
+  if (o->trees < 1 || o->trees > AB_MAX_SEQS || o->leaves < 1 || o->reps < 1 || o->samples < 1 ||
+      o->samples > 4096 || o->layers < 1 || o->layers > 64)
+    return usage("--trees 1..64, --leaves >= 1, --samples 1..4096, --layers 1..64, --reps >= 1");
+  return 0;
+}
+
+/* The first of the artifacts with function fn, or NULL. */
+static rx_rt_artifact *find_artifact(rx_rt_artifact **a, int n, const char *fn) {
+  for (int i = 0; i < n; i++)
+    for (size_t f = 0; f < rx_rt_artifact_function_count(a[i]); f++)
+      if (!strcmp(rx_rt_artifact_function_name(a[i], f), fn)) return a[i];
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  const char *paths[8] = {NULL}, *device = "vulkan";
+  bench_opts o;
+  bool selected[sizeof models / sizeof models[0]];
+  int npaths = 0;
+  int rc = parse_args(argc, argv, &o, paths, &npaths, &device, selected);
+  if (rc) return rc;
   rx_rt_device *d = NULL;
-  rx_rt_artifact *a[2] = {NULL, NULL};
+  rx_rt_artifact *a[8] = {NULL};
   rx_status st = rx_rt_device_open(device, NULL, &d);
   if (st) return fail(device, st);
-  for (int i = 0; i < 2 && !st; i++) st = rx_rt_artifact_load(d, paths[i], &a[i]);
-  if (st) return fail("load", st);
-  printf("device: %s\n\n", rx_rt_device_get_info(d)->name);
-  printf("| workload | cells | batched calls | one at a time | batched | speedup |\n");
-  printf("| --- | --- | --- | --- | --- | --- |\n");
-  int rc = 0;
-  ab_forest *f = malloc(sizeof *f);
-  ab_weights w;
-  ab_inputs in;
-  if (!ab_forest_make(f, 18, trees, leaves)) {
-    rc = usage("too many nodes: fewer --trees or --leaves");
-  } else if ((st = ab_weights_make(d, 1801, 3, AB_TREE_GATES, &w)) ||
-             (st = ab_inputs_forest(d, f, &in))) {
-    rc = fail("tree inputs", st);
-  } else {
-    rx_rt_tensor **out = calloc((size_t)f->n, sizeof *out);
-    workload wl = {a[0], &w, &in, f, NULL, out, f->n};
-    char name[128];
-    snprintf(name, sizeof name, "TreeLSTM, %d trees of 1..%d leaves (height %d)", trees, leaves,
-             f->max_height);
-    rc = bench(name, &wl, f->n, reps);
-    free(out);
-    ab_inputs_free(&in);
-    ab_weights_free(&w);
+  for (int i = 0; i < npaths && !st; i++) st = rx_rt_artifact_load(d, paths[i], &a[i]);
+  if (st) rc = fail("load", st);
+  if (!rc) {
+    printf("device: %s\n\n", rx_rt_device_get_info(d)->name);
+    printf("| model | cells | batched calls (largest) | one at a time | batched | speedup (wall, "
+           "CPU) | max difference (batched vs one, vs double) |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   }
-  free(f->x);
-  free(f);
-  ab_seqs q;
-  ab_seqs_make(&q, 1802, lens, nlens);
-  if (rc) {
-  } else if ((st = ab_weights_make(d, 1803, 2, AB_LSTM_GATES, &w)) ||
-             (st = ab_inputs_seqs(d, &q, &in))) {
-    rc = fail("LSTM inputs", st);
-  } else {
-    rx_rt_tensor **out = calloc((size_t)q.n, sizeof *out);
-    workload wl = {a[1], &w, &in, NULL, &q, out, q.n};
-    char name[128];
-    snprintf(name, sizeof name, "LSTM, %d sequences (max length %d)", q.n, q.max_len);
-    rc = bench(name, &wl, q.total, reps);
-    free(out);
-    ab_inputs_free(&in);
-    ab_weights_free(&w);
+  for (size_t k = 0; !rc && k < sizeof models / sizeof models[0]; k++) {
+    const bench_model *m = &models[k];
+    rx_rt_artifact *art = selected[k] ? find_artifact(a, npaths, m->fn) : NULL;
+    if (selected[k] && !art)
+      fprintf(stderr, "autobatch_bench: %s: no artifact has '%s': skipped\n", m->name, m->fn);
+    if (!art) continue;
+    bm_graph g;
+    bm_init(&g, d);
+    char title[256];
+    if (!m->setup(&g, &o, title, sizeof title)) {
+      rc = usage("too many nodes: fewer --trees or --leaves");
+    } else if (g.st) {
+      rc = fail(m->name, g.st);
+      g.st = NULL;
+    } else {
+      rc = bench(m, &g, art, title, o.reps);
+    }
+    bm_free(&g);
   }
-  ab_seqs_free(&q);
-  rx_rt_artifact_release(a[0]);
-  rx_rt_artifact_release(a[1]);
+  for (int i = 0; i < npaths; i++) rx_rt_artifact_release(a[i]);
   rx_rt_device_release(d);
   return rc;
 }
