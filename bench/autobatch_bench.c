@@ -249,6 +249,20 @@ static int parse_list(const char *text, int *v, int *cols, int *n) {
   return *n ? 0 : -1;
 }
 
+/* selected[k]: whether models[k].name is in the comma-separated list; -1 on an unknown name. */
+static int select_models(const char *list, bool *selected) {
+  size_t nm = sizeof models / sizeof models[0];
+  for (size_t k = 0; k < nm; k++) selected[k] = false;
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ","), k = 0;
+    while (k < nm && !(strlen(models[k].name) == len && !strncmp(models[k].name, p, len))) k++;
+    if (k == nm) return -1;
+    selected[k] = true;
+    p += len + (p[len] == ',');
+  }
+  return 0;
+}
+
 /* Parses argv into o, the artifacts' paths and the selected models; nonzero on bad usage. */
 static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, int *npaths,
                       const char **device, bool *selected) {
@@ -282,14 +296,7 @@ static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, 
     } else if (!strcmp(arg, "--grids") && v) {
       if (parse_list(argv[++i], o->rows, o->cols, &o->ngrids)) return usage("--grids: RxC,...");
     } else if (!strcmp(arg, "--models") && v) {
-      i++;
-      for (size_t k = 0; k < nm; k++) {
-        size_t len = strlen(models[k].name);
-        const char *p = strstr(argv[i], models[k].name);
-        while (p && !((p == argv[i] || p[-1] == ',') && (p[len] == ',' || !p[len])))
-          p = strstr(p + 1, models[k].name);
-        selected[k] = p != NULL;
-      }
+      if (select_models(argv[++i], selected)) return usage("--models: names of the table");
     } else if (arg[0] != '-' && *npaths < 8) {
       paths[(*npaths)++] = arg;
     } else {
