@@ -74,12 +74,16 @@ typedef struct bench_model {
                      double *out_ref, size_t *out_n);
 } bench_model;
 
+/* v[0..n) as "1, 7, 100 x16" (a run of equal values as the value and its count). */
 static void list_text(const int *v, int n, char *out, size_t size) {
   size_t k = 0;
   out[0] = 0;
-  for (int i = 0; i < n && k + 16 < size; i++)
-    k += (size_t)snprintf(out + k, size - k, "%s%d", i ? ", " : "", v[i]);
-  if (n && k + 16 >= size) snprintf(out + k, size - k, ", ...");
+  for (int i = 0, run = 1; i < n && k + 24 < size; i += run) {
+    for (run = 1; i + run < n && v[i + run] == v[i];) run++;
+    k += (size_t)snprintf(out + k, size - k, run > 1 ? "%s%d x%d" : "%s%d", i ? ", " : "", v[i],
+                          run);
+    if (i + run < n && k + 24 >= size) snprintf(out + k, size - k, ", ...");
+  }
 }
 
 static bool setup_tree(bm_graph *g, const bench_opts *o, char *title, size_t n) {
