@@ -3,7 +3,8 @@
  * device. The models are a table of {name, setup, submit, check} entries (`models` below), each a
  * graph of cell calls (tests/autobatch/call_graph.h) with its double reference:
  *   tree      TreeLSTM (hidden 64) over --trees random parse trees of 1..--leaves leaves
- *   lstm      LSTM (hidden 64) over sequences of lengths --lengths
+ *   lstm      LSTM (hidden 64) over sequences of lengths --lengths (a straggler: 100 among short)
+ *   mixed     the LSTM over sequences of lengths --mixed (default 16: 6, 12, ..., 100)
  *   gru       GRU (hidden 64) over sequences of lengths --lengths
  *   mvrnn     MV-RNN (n = 16) over --trees random parse trees of 1..--leaves leaves
  *   grid      2-D grid RNN (hidden 32) over grids --grids (RxC,...)
@@ -22,7 +23,7 @@
  * max(1, |reference|)).
  *
  * usage: autobatch_bench ARTIFACT.rxm... [--device D] [--models tree,lstm,...] [--trees N]
- *                        [--leaves L] [--lengths 1,7,16,17,100] [--grids 1x1,10x10]
+ *                        [--leaves L] [--lengths 1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10]
  *                        [--words 1,7,33] [--samples N] [--layers L] [--reps R]
  *   Each model runs on the first artifact that has its cell function, e.g. every cell in one:
  *   cat tests/autobatch/{tree,lstm,gru,mvrnn,grid,nested,encoder}_cell.rx > /tmp/ab_cells.rx &&
@@ -57,6 +58,7 @@ enum { BENCH_MAX_LIST = 64 };
 typedef struct bench_opts {
   int trees, leaves, samples, layers, reps;
   int lens[BENCH_MAX_LIST], nlens;
+  int mixed[BENCH_MAX_LIST], nmixed;
   int words[BENCH_MAX_LIST], nwords;
   int rows[BENCH_MAX_LIST], cols[BENCH_MAX_LIST], ngrids;
 } bench_opts;
@@ -98,6 +100,14 @@ static bool setup_lstm(bm_graph *g, const bench_opts *o, char *title, size_t n) 
   list_text(o->lens, o->nlens, lens, sizeof lens);
   lstm_setup(g, o->lens, o->nlens, 1802);
   snprintf(title, n, "LSTM, lengths %s", lens);
+  return true;
+}
+
+static bool setup_mixed(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char lens[128];
+  list_text(o->mixed, o->nmixed, lens, sizeof lens);
+  lstm_setup(g, o->mixed, o->nmixed, 1802);
+  snprintf(title, n, "LSTM, mixed lengths %s", lens);
   return true;
 }
 
@@ -143,6 +153,7 @@ static bool setup_encoder(bm_graph *g, const bench_opts *o, char *title, size_t 
 static const bench_model models[] = {
     {"tree", "tree_cell", setup_tree, bm_submit, bm_compare},
     {"lstm", "lstm_cell", setup_lstm, bm_submit, bm_compare},
+    {"mixed", "lstm_cell", setup_mixed, bm_submit, bm_compare},
     {"gru", "gru_cell", setup_gru, bm_submit, bm_compare},
     {"mvrnn", "mvrnn_cell", setup_mvrnn, bm_submit, bm_compare},
     {"grid", "grid_cell", setup_grid, bm_submit, bm_compare},
@@ -153,8 +164,9 @@ static const bench_model models[] = {
 static int usage(const char *why) {
   fprintf(stderr,
           "autobatch_bench: %s\nusage: autobatch_bench ARTIFACT.rxm... [--device D] [--models "
-          "tree,lstm,gru,mvrnn,grid,nested,encoder] [--trees N] [--leaves L] [--lengths "
-          "1,7,16,17,100] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] [--layers L] [--reps "
+          "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder] [--trees N] [--leaves L] [--lengths "
+          "1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] "
+          "[--layers L] [--reps "
           "R]\n",
           why);
   return 2;
@@ -273,7 +285,8 @@ static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, 
   *o = (bench_opts){.trees = 16, .leaves = 30, .samples = 12, .layers = 6, .reps = 3};
   const int lens[] = {1, 7, 16, 17, 100}, words[] = {1, 7, 33};
   const int rows[] = {1, 1, 33, 10}, cols[] = {1, 7, 3, 10};
-  o->nlens = 5, o->nwords = 3, o->ngrids = 4;
+  o->nlens = 5, o->nwords = 3, o->ngrids = 4, o->nmixed = 16;
+  for (int i = 0; i < o->nmixed; i++) o->mixed[i] = 100 * (i + 1) / o->nmixed; /* 6, ..., 100 */
   memcpy(o->lens, lens, sizeof lens);
   memcpy(o->words, words, sizeof words);
   memcpy(o->rows, rows, sizeof rows);
@@ -295,6 +308,8 @@ static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, 
       *device = argv[++i];
     } else if (!strcmp(arg, "--lengths") && v) {
       if (parse_list(argv[++i], o->lens, NULL, &o->nlens)) return usage("--lengths: N,N,...");
+    } else if (!strcmp(arg, "--mixed") && v) {
+      if (parse_list(argv[++i], o->mixed, NULL, &o->nmixed)) return usage("--mixed: N,N,...");
     } else if (!strcmp(arg, "--words") && v) {
       if (parse_list(argv[++i], o->words, NULL, &o->nwords)) return usage("--words: N,N,...");
     } else if (!strcmp(arg, "--grids") && v) {
