@@ -165,6 +165,30 @@ static inline const double *bm_ref(const bm_graph *g, int call, int out) {
   return g->calls[call].ref[out] < 0 ? NULL : g->ref + g->calls[call].ref[out];
 }
 
+/* The calls' depths (1 + the deepest call read; 1 for a call of inputs alone): *out_levels the
+ * deepest, *out_wide the depths that hold at least two calls. A batcher that runs every ready
+ * call of a single-function model per round runs depth k at round k: *out_levels rounds, of which
+ * *out_wide batch two calls or more. */
+static inline void bm_levels(const bm_graph *g, int *out_levels, int *out_wide) {
+  int *depth = calloc((size_t)(g->ncalls ? g->ncalls : 1), sizeof *depth), levels = 0;
+  for (int i = 0; depth && i < g->ncalls; i++) {
+    const bm_call *c = &g->calls[i];
+    for (int k = 0; k < g->fns[c->fn].nparams; k++) {
+      bm_arg v = g->args[c->args + k];
+      if (v.call >= 0 && depth[v.call] > depth[i]) depth[i] = depth[v.call];
+    }
+    depth[i]++;
+    levels = depth[i] > levels ? depth[i] : levels;
+  }
+  int *count = calloc((size_t)levels + 1, sizeof *count), wide = 0;
+  for (int i = 0; depth && count && i < g->ncalls; i++) count[depth[i]]++;
+  for (int l = 1; count && l <= levels; l++) wide += count[l] >= 2;
+  free(count);
+  free(depth);
+  *out_levels = levels;
+  *out_wide = wide;
+}
+
 /* A new batcher over artifact a with g's functions registered. */
 static inline rx_status bm_batcher(const bm_graph *g, rx_rt_artifact *a, rx_rt_batcher **out) {
   rx_status st = rx_rt_batcher_create(a, out);
