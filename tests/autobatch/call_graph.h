@@ -262,8 +262,12 @@ static inline rx_status bm_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor *
 
 /* Every call one at a time in g's order (rx_rt_vm_call of the unbatched cell), each output
  * copied to a tensor of its own (kept to the end of the run); out as bm_outputs_new (may be
- * NULL) receives the outputs that have a reference. */
-static inline rx_status bm_run_single(const bm_graph *g, rx_rt_artifact *a, rx_rt_tensor **out) {
+ * NULL) receives the outputs that have a reference; *out_copies and *out_bytes (where not NULL)
+ * the device copies it made and their bytes. */
+static inline rx_status bm_run_single_counted(const bm_graph *g, rx_rt_artifact *a,
+                                              rx_rt_tensor **out, size_t *out_copies,
+                                              size_t *out_bytes) {
+  size_t copies = 0, bytes = 0;
   rx_rt_tensor **all = bm_outputs_new(g);
   rx_status st = all ? NULL : base_status_make(RX_ERR_INTERNAL, "out of memory");
   for (int i = 0; i < g->ncalls && !st; i++) {
@@ -282,6 +286,8 @@ static inline rx_status bm_run_single(const bm_graph *g, rx_rt_artifact *a, rx_r
     for (int o = 0; o < f->nouts && !st; o++) {
       const rx_rt_value *v = tuple ? rx_rt_value_tuple_item(res, (size_t)o) : res;
       st = bm_copy(g->d, rx_rt_value_tensor(v), &all[i * BM_MAX_OUTS + o]);
+      copies++;
+      bytes += st ? 0 : rx_rt_tensor_bytes(all[i * BM_MAX_OUTS + o]);
     }
     rx_rt_value_release(res);
   }
@@ -292,7 +298,14 @@ static inline rx_status bm_run_single(const bm_graph *g, rx_rt_artifact *a, rx_r
         all[i * BM_MAX_OUTS + o] = NULL;
       }
   bm_outputs_free(g, all);
+  if (out_copies) *out_copies = copies;
+  if (out_bytes) *out_bytes = bytes;
   return st;
+}
+
+/* bm_run_single_counted without the counts. */
+static inline rx_status bm_run_single(const bm_graph *g, rx_rt_artifact *a, rx_rt_tensor **out) {
+  return bm_run_single_counted(g, a, out, NULL, NULL);
 }
 
 /* The differences of two runs' outputs (x, y as bm_outputs_new) over every output with a
