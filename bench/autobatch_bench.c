@@ -44,6 +44,8 @@
  *     --batch grid_cell:wx,wu,wl,b@1024 --batch char_cell:wc,uc,bc@1024
  *     --batch word_cell:we,ws,uw,bw@1024 --batch encoder_cell:wq,bq,wk,bk,wv,bv,wo,bo,g1,be1,
  *     w1,b1,w2,b2,g2,be2@1024 -o /tmp/ab_cells.rxm
+ *   (each --batch with ",gather" after the bound, e.g. tree_cell:w,ul,ur,b@1024,gather, adds the
+ *   index-array forms the batcher's gather path uses: --no-gather then compares the two paths)
  * Built against the build's runtime library (cmake --build build --target bench_autobatch), or:
  *   cc -O2 -std=c11 -Iinclude -Itests/autobatch bench/autobatch_bench.c BUILD/librelaxc_runtime.a
  *      -lcjson -ldl -lpthread -lm
