@@ -899,7 +899,10 @@ static rx_status cycle(const rx_rt_batcher *b) {
 }
 
 /* The depth of each pending call (ACRoBat's schedule: 0 without pending dependencies, else 1 +
- * the largest of theirs; SIZE_MAX on a cycle), in depth[0..ncalls), by Kahn's algorithm. */
+ * the largest of theirs; SIZE_MAX on a cycle), in depth[0..ncalls), by Kahn's algorithm.
+ * Computed once per run for both the DEPTH policy (pick_lead, run_round) and the plan
+ * (plan_placement), so the two agree on the schedule; a call whose dependencies ran in an
+ * earlier run is ready, depth 0. */
 static rx_status call_depths(const rx_rt_batcher *b, size_t *depth) {
   size_t n = b->ncalls, ne = 0;
   size_t *start = rt_alloc(b->alloc, sizeof *start * (n + 1) * 2);
@@ -1001,9 +1004,9 @@ static rx_status plan_placement(rx_rt_batcher *b) {
   return NULL;
 }
 
-/* The round's lead: the call whose function (and, under DEPTH, whose depth) the batch takes,
- * chosen by the policy among the ready calls ready[0..nready) (submission order) whose counts per
- * function are count[]. */
+/* The round's lead: the call whose function (and, under DEPTH, whose depth: this run's
+ * call_depths, b->depth) the batch takes, chosen by the policy among the ready calls
+ * ready[0..nready) (submission order) whose counts per function are count[]. */
 static size_t pick_lead(rx_rt_batcher *b, const size_t *ready, size_t nready, const size_t *count) {
   if (b->policy == RX_RT_BATCH_ONE || b->policy == RX_RT_BATCH_ROUNDS) return ready[0];
   if (b->policy == RX_RT_BATCH_DEPTH) {
