@@ -1,41 +1,185 @@
-/* bench/autobatch_bench.c: the ACRoBat workloads of issue 18 (tests/autobatch/acrobat_models.h)
+/* bench/autobatch_bench.c: the auto-batching workloads of issues 18 and 36 (tests/autobatch/)
  * batched by the runtime batcher (relaxc/autobatch.h) against one cell call at a time, on one
- * device: a TreeLSTM over --trees random parse trees of 1..--leaves leaves and an LSTM over
- * sequences of lengths --lengths (hidden 64 both). Each run starts from inputs already on the
- * device and ends synchronized with every output on the device; the time is the best of --reps
- * runs after one warm-up run, in wall-clock time and in the process's CPU time (all threads: on
- * lavapipe the device is the process's own worker threads, so CPU time is the work done, less
- * disturbed than wall time by other load on a shared machine). The batched run includes the
- * batcher's stacking and splitting copies and its bookkeeping; the one-at-a-time run copies each
- * output out of planned storage.
+ * device. The models are a table of {name, setup, submit, check} entries (`models` below), each a
+ * graph of cell calls (tests/autobatch/call_graph.h) with its double reference:
+ *   tree      TreeLSTM (hidden 64) over --trees random parse trees of 1..--leaves leaves
+ *   lstm      LSTM (hidden 64) over sequences of lengths --lengths (a straggler: 100 among short)
+ *   mixed     the LSTM over sequences of lengths --mixed (default 16: 6, 12, ..., 100)
+ *   gru       GRU (hidden 64) over sequences of lengths --lengths
+ *   mvrnn     MV-RNN (n = 16) over --trees random parse trees of 1..--leaves leaves
+ *   grid      2-D grid RNN (hidden 32) over grids --grids (RxC,...)
+ *   nested    an RNN over words of an RNN over characters (hidden 32) over sentences of --words
+ *             words of 1..8 characters
+ *   encoder   --samples samples through up to --layers transformer encoder layers (8 tokens,
+ *             model 32), each stopping after its own number of layers (drawn at random)
+ * Each run starts from inputs already on the device and ends synchronized with every checked
+ * output (every call's, acrobat_ref.h's TreeLSTM: every node's h) in a tensor of its own; the
+ * time is the best of --reps runs after one warm-up run, in wall-clock time and in the process's
+ * CPU time (all threads: on lavapipe the device is the process's own worker threads, so CPU time
+ * is the work done, less disturbed than wall time by other load on a shared machine). The
+ * batched run includes the batcher's stacking and splitting copies and its bookkeeping; the
+ * one-at-a-time run copies each output out of planned storage. A last run of each way is
+ * checked against the one-at-a-time run and the reference (the row fails past 1e-5 relative to
+ * max(1, |reference|)).
  *
- * Every workload runs one call at a time without the batcher and through the batcher under
- * each policy (relaxc/autobatch.h: rounds, depth, agenda, fsm, one); a row per way gives the
- * launches, the batcher's device copies, the time, and the ratios against one call at a time and
- * against rounds. The workloads are a table (models[]): the TreeLSTM, the LSTM straggler
- * (--lengths) and the LSTM over mixed lengths (--mixed, default 16 sequences of 6, 12, ..., 100).
- * --min-batch N: rx_rt_batcher_set_min_batch(N) for every policy.
+ * Every model runs one call at a time without the batcher and through the batcher under each
+ * policy (relaxc/autobatch.h: rounds, depth, agenda, fsm, one); a row per way gives the
+ * launches, the batcher's device copies (with its views and gathers), the time, and the ratios
+ * against one call at a time and against rounds. The FSM trains at its first run (the warm-up)
+ * on that run's calls; the timed runs load its table. --min-batch N: rx_rt_batcher_set_min_batch
+ * for every policy. --no-gather runs the batcher with its gather path off (operands stacked by
+ * copies even where the artifact has the index-array form, relaxc compile --batch
+ * FN:SHARED@N,gather), --no-plan with its memory planning off (rx_rt_batcher_set_planning); the
+ * "memory" column names the two.
  *
- * usage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] [--leaves L]
- *                        [--lengths 1,7,16,17,100] [--mixed N,N,...] [--min-batch N] [--reps R]
- *   TREE.rxm: relaxc compile tests/autobatch/tree_cell.rx --target vulkan-lavapipe
- *             --batch tree_cell:w,ul,ur,b -o TREE.rxm (LSTM.rxm likewise with lstm_cell:wx,wh,b)
- * Built against the build's runtime library:
+ * usage: autobatch_bench ARTIFACT.rxm... [--device D] [--models tree,lstm,...] [--trees N]
+ *                        [--leaves L] [--lengths 1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10]
+ *                        [--words 1,7,33] [--samples N] [--layers L] [--reps R] [--min-batch N]
+ *                        [--no-gather] [--no-plan]
+ *   Each model runs on the first artifact that has its cell function, e.g. every cell in one:
+ *   cat tests/autobatch/{tree,lstm,gru,mvrnn,grid,nested,encoder}_cell.rx > /tmp/ab_cells.rx &&
+ *   build/relaxc compile /tmp/ab_cells.rx
+ *     --target vulkan-lavapipe --batch tree_cell:w,ul,ur,b@1024 --batch lstm_cell:wx,wh,b@1024
+ *     --batch gru_cell:wx,wh,bx,bh@1024 --batch mvrnn_cell:w,bias,wm@1024
+ *     --batch grid_cell:wx,wu,wl,b@1024 --batch char_cell:wc,uc,bc@1024
+ *     --batch word_cell:we,ws,uw,bw@1024 --batch encoder_cell:wq,bq,wk,bk,wv,bv,wo,bo,g1,be1,
+ *     w1,b1,w2,b2,g2,be2@1024 -o /tmp/ab_cells.rxm
+ *   (each --batch with ",gather" after the bound, e.g. tree_cell:w,ul,ur,b@1024,gather, adds the
+ *   index-array forms the batcher's gather path uses: --no-gather then compares the two paths)
+ * Built against the build's runtime library (cmake --build build --target bench_autobatch), or:
  *   cc -O2 -std=c11 -Iinclude -Itests/autobatch bench/autobatch_bench.c BUILD/librelaxc_runtime.a
  *      -lcjson -ldl -lpthread -lm
- * Prints a Markdown table row per workload on stdout. */
+ * Prints a Markdown table row per model on stdout. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #endif
-#include "acrobat_models.h"
+#include "acrobat_ref.h"
+#include "encoder_ref.h"
+#include "grid_ref.h"
+#include "gru_ref.h"
+#include "mvrnn_ref.h"
+#include "nested_ref.h"
 
 #include <stdio.h>
 #include <time.h>
 
+#define BENCH_TOL 1e-5
+
+enum { BENCH_MAX_LIST = 64 };
+
+/* The sizes of every model, from the command line. */
+typedef struct bench_opts {
+  int trees, leaves, samples, layers, reps;
+  int lens[BENCH_MAX_LIST], nlens;
+  int mixed[BENCH_MAX_LIST], nmixed;
+  int words[BENCH_MAX_LIST], nwords;
+  int rows[BENCH_MAX_LIST], cols[BENCH_MAX_LIST], ngrids;
+} bench_opts;
+
+/* A model of the table: setup builds its call graph on g (inputs on g->d) and writes the row's
+ * name into title, false when the sizes are out of range; submit puts its calls into a batcher
+ * (a per-policy loop sets the batcher's policy before); check measures two runs' outputs against
+ * each other and the reference. */
+typedef struct bench_model {
+  const char *name; /* --models key */
+  const char *fn;   /* a cell function the artifact must have */
+  bool (*setup)(bm_graph *g, const bench_opts *o, char *title, size_t ntitle);
+  rx_status (*submit)(const bm_graph *g, rx_rt_batcher *b);
+  rx_status (*check)(const bm_graph *g, rx_rt_tensor **x, rx_rt_tensor **y, double *out_xy,
+                     double *out_ref, size_t *out_n);
+} bench_model;
+
+/* v[0..n) as "1, 7, 100 x16" (a run of equal values as the value and its count). */
+static void list_text(const int *v, int n, char *out, size_t size) {
+  size_t k = 0;
+  out[0] = 0;
+  for (int i = 0, run = 1; i < n && k + 24 < size; i += run) {
+    for (run = 1; i + run < n && v[i + run] == v[i];) run++;
+    k += (size_t)snprintf(out + k, size - k, run > 1 ? "%s%d x%d" : "%s%d", i ? ", " : "", v[i],
+                          run);
+    if (i + run < n && k + 24 >= size) snprintf(out + k, size - k, ", ...");
+  }
+}
+
+static bool setup_tree(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  int height = 0;
+  if (!treelstm_setup(g, o->trees, o->leaves, 18, &height)) return false;
+  snprintf(title, n, "TreeLSTM, %d trees of 1..%d leaves (height %d)", o->trees, o->leaves, height);
+  return true;
+}
+
+static bool setup_lstm(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char lens[128];
+  list_text(o->lens, o->nlens, lens, sizeof lens);
+  lstm_setup(g, o->lens, o->nlens, 1802);
+  snprintf(title, n, "LSTM, lengths %s", lens);
+  return true;
+}
+
+static bool setup_mixed(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char lens[128];
+  list_text(o->mixed, o->nmixed, lens, sizeof lens);
+  lstm_setup(g, o->mixed, o->nmixed, 1802);
+  snprintf(title, n, "LSTM, mixed lengths %s", lens);
+  return true;
+}
+
+static bool setup_gru(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char lens[128];
+  list_text(o->lens, o->nlens, lens, sizeof lens);
+  gru_setup(g, o->lens, o->nlens, 3601);
+  snprintf(title, n, "GRU, lengths %s", lens);
+  return true;
+}
+
+static bool setup_mvrnn(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  if (!mvrnn_setup(g, o->trees, o->leaves, 3602)) return false;
+  snprintf(title, n, "MV-RNN, %d trees of 1..%d leaves (height %d)", o->trees, o->leaves,
+           mvrnn_height(o->trees, o->leaves, 3602));
+  return true;
+}
+
+static bool setup_grid(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  grid_setup(g, o->rows, o->cols, o->ngrids, 3603);
+  size_t k = (size_t)snprintf(title, n, "grid RNN, grids");
+  for (int i = 0; i < o->ngrids && k + 24 < n; i++)
+    k += (size_t)snprintf(title + k, n - k, "%s %dx%d", i ? "," : "", o->rows[i], o->cols[i]);
+  return true;
+}
+
+static bool setup_nested(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char words[128];
+  list_text(o->words, o->nwords, words, sizeof words);
+  nested_setup(g, o->words, o->nwords, 8, 3604);
+  snprintf(title, n, "nested RNN, sentences of %s words", words);
+  return true;
+}
+
+static bool setup_encoder(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  int depth = 0;
+  encoder_setup(g, o->samples, o->layers, 3605, &depth);
+  snprintf(title, n, "early-exit encoder, %d samples, 1..%d layers (deepest %d)", o->samples,
+           o->layers, depth);
+  return true;
+}
+
+static const bench_model models[] = {
+    {"tree", "tree_cell", setup_tree, bm_submit, bm_compare},
+    {"lstm", "lstm_cell", setup_lstm, bm_submit, bm_compare},
+    {"mixed", "lstm_cell", setup_mixed, bm_submit, bm_compare},
+    {"gru", "gru_cell", setup_gru, bm_submit, bm_compare},
+    {"mvrnn", "mvrnn_cell", setup_mvrnn, bm_submit, bm_compare},
+    {"grid", "grid_cell", setup_grid, bm_submit, bm_compare},
+    {"nested", "char_cell", setup_nested, bm_submit, bm_compare},
+    {"encoder", "encoder_cell", setup_encoder, bm_submit, bm_compare},
+};
+
 static int usage(const char *why) {
   fprintf(stderr,
-          "autobatch_bench: %s\nusage: autobatch_bench TREE.rxm LSTM.rxm [--device D] [--trees N] "
-          "[--leaves L] [--lengths 1,7,16,17,100] [--mixed N,N,...] [--min-batch N] [--reps R]\n",
+          "autobatch_bench: %s\nusage: autobatch_bench ARTIFACT.rxm... [--device D] [--models "
+          "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder] [--trees N] [--leaves L] [--lengths "
+          "1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] "
+          "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan]\n",
           why);
   return 2;
 }
@@ -52,214 +196,251 @@ static double now_ms(clockid_t clock) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static void release_all(rx_rt_tensor **t, int n) {
-  for (int i = 0; i < n; i++) {
-    rx_rt_tensor_release(t[i]);
-    t[i] = NULL;
-  }
-}
+/* The FSM policy's table kept across the runs of one model: the first run under
+ * RX_RT_BATCH_FSM trains it (on its own calls) and saves it here, the later runs load it
+ * (ED-Batch trains once per model). */
+static unsigned char fsm_bytes[8192];
+static size_t fsm_len;
 
-/* A workload of the models table: its cells' artifact, its inputs, and how it runs. */
-typedef struct workload {
-  rx_rt_artifact *a;
-  const ab_weights *w;
-  const ab_inputs *in;
-  const ab_forest *f; /* the tree workloads, else q */
-  const ab_seqs *q;
-  rx_rt_tensor **out;
-  int nout;
-} workload;
-
-/* One run, through the batcher under policy p or (p < 0) one call at a time without it,
- * synchronized: its wall time and the process's CPU time (all threads, lavapipe's workers too)
- * in out_ms[0] and out_ms[1]. */
-static rx_status run_once(const workload *wl, int p, rx_rt_batcher_stats *stats, double *out_ms) {
+/* One run of g on a, batched under policy p (through m's submit) or (p < 0) one call at a time,
+ * its checked outputs into out (as bm_outputs_new), synchronized; its wall and CPU times in
+ * out_ms[0..1]. */
+static rx_status run_once(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, int p,
+                          rx_rt_tensor **out, rx_rt_batcher_stats *stats, double *out_ms) {
   double t0 = now_ms(CLOCK_MONOTONIC), c0 = now_ms(CLOCK_PROCESS_CPUTIME_ID);
-  rx_status st;
-  rx_rt_batch_policy pol = (rx_rt_batch_policy)(p < 0 ? 0 : p);
-  if (wl->f)
-    st = p >= 0 ? ab_forest_batched_p(wl->a, wl->f, wl->w, wl->in, wl->out, stats, pol)
-                : ab_forest_single(wl->a, wl->f, wl->w, wl->in, wl->out);
-  else
-    st = p >= 0 ? ab_seqs_batched_p(wl->a, wl->q, wl->w, wl->in, wl->out, stats, pol)
-                : ab_seqs_single(wl->a, wl->q, wl->w, wl->in, wl->out);
-  if (!st) st = rx_rt_device_synchronize(rx_rt_artifact_device(wl->a));
+  rx_status st = NULL;
+  if (p >= 0) {
+    rx_rt_batcher *b = NULL;
+    bool fsm = p == RX_RT_BATCH_FSM, save = fsm && !fsm_len;
+    bm_policy = (rx_rt_batch_policy)p;
+    st = bm_batcher(g, a, &b);
+    bm_policy = RX_RT_BATCH_ROUNDS;
+    if (!st) st = m->submit(g, b);
+    if (!st && fsm && fsm_len) st = rx_rt_batcher_policy_load(b, fsm_bytes, fsm_len);
+    if (!st) st = rx_rt_batcher_run(b);
+    if (!st && save) st = rx_rt_batcher_policy_save(b, fsm_bytes, sizeof fsm_bytes, &fsm_len);
+    if (!st) st = bm_collect(g, b, out);
+    if (stats) rx_rt_batcher_get_stats(b, stats);
+    rx_rt_batcher_release(b);
+  } else {
+    st = bm_run_single(g, a, out);
+  }
+  if (!st) st = rx_rt_device_synchronize(rx_rt_artifact_device(a));
   out_ms[0] = now_ms(CLOCK_MONOTONIC) - t0;
   out_ms[1] = now_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
-  release_all(wl->out, wl->nout);
   return st;
 }
 
 enum { NWAYS = 1 + 5 }; /* one call at a time without the batcher, then the five policies */
 
-/* Best of reps runs after one warm-up, for every way; prints a row per way. The FSM trains at
- * its first run (the warm-up) on that run's calls; the timed runs load its table (ab_run). */
-static int bench(const char *name, const workload *wl, int cells, int reps) {
-  double best[NWAYS][2];
-  rx_rt_batcher_stats stats[NWAYS];
-  memset(stats, 0, sizeof stats);
-  for (int way = 0; way < NWAYS; way++) {
-    best[way][0] = best[way][1] = 1e300;
-    for (int r = 0; r <= reps; r++) {
-      double ms[2] = {0, 0};
-      rx_status st = run_once(wl, way - 1, &stats[way], ms);
-      if (st) return fail(name, st);
-      for (int k = 0; k < 2 && r > 0; k++)
-        if (ms[k] < best[way][k]) best[way][k] = ms[k];
-    }
+/* Prints way's row of model title (best[way]: wall and CPU ms; stats; the check's errors). */
+static void print_row(const char *title, const bm_graph *g, int way, double best[][2],
+                      const rx_rt_batcher_stats *s, double e_xy, double e_ref) {
+  char launches[64] = "", copies[96] = "";
+  const char *memory = bm_no_gather ? (bm_no_plan ? "copies" : "copies, plan")
+                                    : (bm_no_plan ? "gather" : "gather, plan");
+  if (way) {
+    snprintf(launches, sizeof launches, "%zu (%zu batched, largest %zu)", s->launches,
+             s->batched_calls, s->max_batch);
+    snprintf(copies, sizeof copies, "%zu (%zu KiB), %zu views, %zu gathers", s->copies,
+             s->copy_bytes >> 10, s->views, s->gathers);
+  } else {
+    snprintf(launches, sizeof launches, "%d", g->ncalls);
   }
-  for (int way = 0; way < NWAYS; way++) {
-    const char *pol = way ? rx_rt_batch_policy_name((rx_rt_batch_policy)(way - 1)) : "none";
-    char launches[64] = "", copies[64] = "";
-    if (way) {
-      snprintf(launches, sizeof launches, "%zu (%zu batched, largest %zu)", stats[way].launches,
-               stats[way].batched_calls, stats[way].max_batch);
-      snprintf(copies, sizeof copies, "%zu (%zu KiB)", stats[way].copies,
-               stats[way].copy_bytes >> 10);
-    } else {
-      snprintf(launches, sizeof launches, "%d", cells);
-      snprintf(copies, sizeof copies, "%d (%d KiB)", 2 * cells, 2 * cells * AB_H * 4 >> 10);
-    }
-    printf("| %s | %d | %s | %s | %s | %.1f ms, CPU %.1f ms | %.2fx (CPU %.2fx) | %.2fx (CPU "
-           "%.2fx) |\n",
-           name, cells, way ? pol : "one at a time, no batcher", launches, copies, best[way][0],
-           best[way][1], best[0][0] / best[way][0], best[0][1] / best[way][1],
-           best[1][0] / best[way][0], best[1][1] / best[way][1]);
-  }
-  return 0;
+  printf("| %s | %d | %s | %s | %s | %s | %.1f ms, CPU %.1f ms | %.2fx (CPU %.2fx) | %.2fx (CPU "
+         "%.2fx) | %.2g, %.2g |\n",
+         title, g->ncalls,
+         way ? rx_rt_batch_policy_name((rx_rt_batch_policy)(way - 1)) : "one at a time, no batcher",
+         way ? memory : "", launches, copies, best[way][0], best[way][1], best[0][0] / best[way][0],
+         best[0][1] / best[way][1], best[1][0] / best[way][0], best[1][1] / best[way][1], e_xy,
+         e_ref);
 }
 
-static int parse_lengths(const char *v, int *lens, int *n) {
+/* Best of reps runs after one warm-up, for every way, then each way's last run checked against
+ * the one-at-a-time run and the reference; prints a row per way. */
+static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, const char *title,
+                 int reps) {
+  double best[NWAYS][2]; /* [way][wall, cpu] */
+  rx_rt_batcher_stats stats[NWAYS];
+  memset(stats, 0, sizeof stats);
+  rx_rt_tensor **out[NWAYS];
+  rx_status st = NULL;
+  fsm_len = 0; /* the FSM trains on this model */
+  for (int way = 0; way < NWAYS; way++) {
+    out[way] = bm_outputs_new(g);
+    best[way][0] = best[way][1] = 1e300;
+  }
+  for (int way = 0; way < NWAYS && !st; way++)
+    for (int r = 0; r <= reps + 1 && !st; r++) { /* warm-up, reps, the checked run */
+      double ms[2] = {0, 0};
+      bm_outputs_free(g, out[way]);
+      out[way] = bm_outputs_new(g);
+      st = run_once(m, g, a, way - 1, out[way], &stats[way], ms);
+      for (int k = 0; k < 2 && r > 0 && r <= reps; k++)
+        if (ms[k] < best[way][k]) best[way][k] = ms[k];
+    }
+  int rc = 0;
+  for (int way = 0; way < NWAYS && !st; way++) {
+    double e_xy = 0, e_bref = 0, e_sref = 0, e_yx = 0;
+    size_t n = 0;
+    st = m->check(g, out[way], out[0], &e_xy, &e_bref, &n);
+    if (!st) st = m->check(g, out[0], out[way], &e_yx, &e_sref, &n);
+    if (st) break;
+    print_row(title, g, way, best, &stats[way], e_xy, fmax(e_bref, e_sref));
+    if (e_xy > BENCH_TOL || e_bref > BENCH_TOL || e_sref > BENCH_TOL) {
+      fprintf(stderr,
+              "autobatch_bench: %s, way %d: the runs differ (%g) or miss the reference "
+              "(%g, %g)\n",
+              m->name, way, e_xy, e_bref, e_sref);
+      rc = 1;
+    }
+  }
+  fflush(stdout);
+  for (int way = 0; way < NWAYS; way++) bm_outputs_free(g, out[way]);
+  return st ? fail(m->name, st) : rc;
+}
+
+/* N,N,... (or RxC,... with cols) into v; -1 on a bad list. */
+static int parse_list(const char *text, int *v, int *cols, int *n) {
   *n = 0;
-  for (const char *p = v; *p && *n < AB_MAX_SEQS;) {
+  for (const char *p = text; *p && *n < BENCH_MAX_LIST;) {
     char *end = NULL;
     long x = strtol(p, &end, 10);
     if (end == p || x < 0 || x > 100000) return -1;
-    lens[(*n)++] = (int)x;
-    p = *end == ',' ? end + 1 : end;
+    v[*n] = (int)x;
+    if (cols) {
+      if (*end != 'x' || !x) return -1;
+      p = end + 1;
+      x = strtol(p, &end, 10);
+      if (end == p || x < 1 || x > 100000 || (long)v[*n] * x > 100000) return -1;
+      cols[*n] = (int)x;
+    }
+    (*n)++;
     if (*end && *end != ',') return -1;
+    p = *end == ',' ? end + 1 : end;
   }
   return *n ? 0 : -1;
 }
 
-/* ---- the models table: each a name, its setup (inputs on the device, the workload), its runs
- * (run_once above: the batcher under each policy, and one call at a time) and its teardown ---- */
-
-typedef struct model_ctx {
-  int trees, leaves, lens[AB_MAX_SEQS], nlens;
-  ab_forest *f;
-  ab_seqs q;
-  ab_weights w;
-  ab_inputs in;
-  char name[160];
-  int cells;
-} model_ctx;
-
-static rx_status tree_setup(rx_rt_device *d, model_ctx *m) {
-  m->f = malloc(sizeof *m->f);
-  if (!m->f || !ab_forest_make(m->f, 18, m->trees, m->leaves))
-    return base_status_make(RX_ERR_INVALID, "too many nodes: fewer --trees or --leaves");
-  int leaves = 0;
-  for (int i = 0; i < m->f->n; i++) leaves += m->f->left[i] < 0;
-  snprintf(m->name, sizeof m->name, "TreeLSTM, %d trees (height %d, %d leaves)", m->trees,
-           m->f->max_height, leaves);
-  m->cells = m->f->n;
-  rx_status st = ab_weights_make(d, 1801, 3, AB_TREE_GATES, &m->w);
-  return st ? st : ab_inputs_forest(d, m->f, &m->in);
+/* selected[k]: whether models[k].name is in the comma-separated list; -1 on an unknown name. */
+static int select_models(const char *list, bool *selected) {
+  size_t nm = sizeof models / sizeof models[0];
+  for (size_t k = 0; k < nm; k++) selected[k] = false;
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ","), k = 0;
+    while (k < nm && !(strlen(models[k].name) == len && !strncmp(models[k].name, p, len))) k++;
+    if (k == nm) return -1;
+    selected[k] = true;
+    p += len + (p[len] == ',');
+  }
+  return 0;
 }
 
-static rx_status lstm_setup(rx_rt_device *d, model_ctx *m) {
-  ab_seqs_make(&m->q, 1802, m->lens, m->nlens);
-  int n = snprintf(m->name, sizeof m->name, "LSTM, lengths ");
-  for (int i = 0; i < m->nlens && n < (int)sizeof m->name - 16; i++)
-    n += snprintf(m->name + n, sizeof m->name - (size_t)n, "%s%d", i ? "," : "", m->lens[i]);
-  m->cells = m->q.total;
-  rx_status st = ab_weights_make(d, 1803, 2, AB_LSTM_GATES, &m->w);
-  return st ? st : ab_inputs_seqs(d, &m->q, &m->in);
+/* Parses argv into o, the artifacts' paths and the selected models; nonzero on bad usage. */
+static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, int *npaths,
+                      const char **device, bool *selected) {
+  *o = (bench_opts){.trees = 16, .leaves = 30, .samples = 12, .layers = 6, .reps = 3};
+  const int lens[] = {1, 7, 16, 17, 100}, words[] = {1, 7, 33};
+  const int rows[] = {1, 1, 33, 10}, cols[] = {1, 7, 3, 10};
+  o->nlens = 5, o->nwords = 3, o->ngrids = 4, o->nmixed = 16;
+  for (int i = 0; i < o->nmixed; i++) o->mixed[i] = 100 * (i + 1) / o->nmixed; /* 6, ..., 100 */
+  memcpy(o->lens, lens, sizeof lens);
+  memcpy(o->words, words, sizeof words);
+  memcpy(o->rows, rows, sizeof rows);
+  memcpy(o->cols, cols, sizeof cols);
+  size_t nm = sizeof models / sizeof models[0];
+  for (size_t k = 0; k < nm; k++) selected[k] = true;
+  *npaths = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL, *arg = argv[i];
+    int *num = !strcmp(arg, "--trees")     ? &o->trees
+               : !strcmp(arg, "--leaves")  ? &o->leaves
+               : !strcmp(arg, "--samples") ? &o->samples
+               : !strcmp(arg, "--layers")  ? &o->layers
+               : !strcmp(arg, "--reps")    ? &o->reps
+                                           : NULL;
+    if (num && v) {
+      *num = atoi(argv[++i]);
+    } else if (!strcmp(arg, "--device") && v) {
+      *device = argv[++i];
+    } else if (!strcmp(arg, "--lengths") && v) {
+      if (parse_list(argv[++i], o->lens, NULL, &o->nlens)) return usage("--lengths: N,N,...");
+    } else if (!strcmp(arg, "--mixed") && v) {
+      if (parse_list(argv[++i], o->mixed, NULL, &o->nmixed)) return usage("--mixed: N,N,...");
+    } else if (!strcmp(arg, "--words") && v) {
+      if (parse_list(argv[++i], o->words, NULL, &o->nwords)) return usage("--words: N,N,...");
+    } else if (!strcmp(arg, "--grids") && v) {
+      if (parse_list(argv[++i], o->rows, o->cols, &o->ngrids)) return usage("--grids: RxC,...");
+    } else if (!strcmp(arg, "--min-batch") && v) {
+      long mb = strtol(argv[++i], NULL, 10);
+      if (mb < 2) return usage("--min-batch: 2 or more");
+      bm_min_batch = (size_t)mb;
+    } else if (!strcmp(arg, "--no-gather")) {
+      bm_no_gather = true;
+    } else if (!strcmp(arg, "--no-plan")) {
+      bm_no_plan = true;
+    } else if (!strcmp(arg, "--models") && v) {
+      if (select_models(argv[++i], selected)) return usage("--models: names of the table");
+    } else if (arg[0] != '-' && *npaths < 8) {
+      paths[(*npaths)++] = arg;
+    } else {
+      return usage(arg);
+    }
+  }
+  if (!*npaths) return usage("expected an artifact");
+  if (o->trees < 1 || o->trees > AB_MAX_SEQS || o->leaves < 1 || o->reps < 1 || o->samples < 1 ||
+      o->samples > 4096 || o->layers < 1 || o->layers > 64)
+    return usage("--trees 1..64, --leaves >= 1, --samples 1..4096, --layers 1..64, --reps >= 1");
+  return 0;
 }
 
-static void model_free(model_ctx *m) {
-  ab_inputs_free(&m->in);
-  ab_weights_free(&m->w);
-  ab_seqs_free(&m->q);
-  if (m->f) free(m->f->x);
-  free(m->f);
+/* The first of the artifacts with function fn, or NULL. */
+static rx_rt_artifact *find_artifact(rx_rt_artifact **a, int n, const char *fn) {
+  for (int i = 0; i < n; i++)
+    for (size_t f = 0; f < rx_rt_artifact_function_count(a[i]); f++)
+      if (!strcmp(rx_rt_artifact_function_name(a[i], f), fn)) return a[i];
+  return NULL;
 }
-
-typedef struct model {
-  const char *what;
-  int artifact; /* 0: TREE.rxm, 1: LSTM.rxm */
-  rx_status (*setup)(rx_rt_device *d, model_ctx *m);
-  int lengths; /* LSTM: 0 the --lengths (the straggler), 1 the --mixed lengths */
-} model;
-
-static const model models[] = {
-    {"tree", 0, tree_setup, 0},
-    {"LSTM straggler", 1, lstm_setup, 0},
-    {"LSTM mixed lengths", 1, lstm_setup, 1},
-};
 
 int main(int argc, char **argv) {
-  const char *paths[2] = {NULL, NULL}, *device = "vulkan";
-  int trees = 16, leaves = 30, reps = 3, lens[AB_MAX_SEQS] = {1, 7, 16, 17, 100}, nlens = 5;
-  int mixed[AB_MAX_SEQS], nmixed = 16, npaths = 0;
-  for (int i = 0; i < nmixed; i++) mixed[i] = 100 * (i + 1) / nmixed; /* 6, 12, ..., 100 */
-  for (int i = 1; i < argc; i++) {
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(argv[i], "--device") && v)
-      device = argv[++i];
-    else if (!strcmp(argv[i], "--trees") && v)
-      trees = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--leaves") && v)
-      leaves = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--reps") && v)
-      reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--min-batch") && v)
-      ab_min_batch = (size_t)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--lengths") && v) {
-      if (parse_lengths(argv[++i], lens, &nlens)) return usage("--lengths: expected N,N,...");
-    } else if (!strcmp(argv[i], "--mixed") && v) {
-      if (parse_lengths(argv[++i], mixed, &nmixed)) return usage("--mixed: expected N,N,...");
-    } else if (argv[i][0] != '-' && npaths < 2)
-      paths[npaths++] = argv[i];
-    else
-      return usage(argv[i]);
-  }
-  if (npaths != 2) return usage("expected TREE.rxm and LSTM.rxm");
-  if (trees < 1 || trees > AB_MAX_SEQS || leaves < 1 || reps < 1)
-    return usage("--trees 1..64, --leaves >= 1, --reps >= 1");
+  const char *paths[8] = {NULL}, *device = "vulkan";
+  bench_opts o;
+  bool selected[sizeof models / sizeof models[0]];
+  int npaths = 0;
+  int rc = parse_args(argc, argv, &o, paths, &npaths, &device, selected);
+  if (rc) return rc;
   rx_rt_device *d = NULL;
-  rx_rt_artifact *a[2] = {NULL, NULL};
+  rx_rt_artifact *a[8] = {NULL};
   rx_status st = rx_rt_device_open(device, NULL, &d);
   if (st) return fail(device, st);
-  for (int i = 0; i < 2 && !st; i++) st = rx_rt_artifact_load(d, paths[i], &a[i]);
-  if (st) return fail("load", st);
-  printf("device: %s\n\n", rx_rt_device_get_info(d)->name);
-  printf("| workload | cells | policy | launches | copies | time | vs one at a time | vs rounds "
-         "|\n");
-  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  int rc = 0;
-  for (size_t k = 0; k < sizeof models / sizeof *models && !rc; k++) {
-    model_ctx m;
-    memset(&m, 0, sizeof m);
-    m.trees = trees, m.leaves = leaves;
-    m.nlens = models[k].lengths ? nmixed : nlens;
-    memcpy(m.lens, models[k].lengths ? mixed : lens, sizeof(int) * (size_t)m.nlens);
-    ab_fsm_forget(); /* the FSM learns each model's table at its first run */
-    st = models[k].setup(d, &m);
-    if (st) {
-      rc = fail(models[k].what, st);
-    } else {
-      int nout = m.f ? m.f->n : m.q.n;
-      rx_rt_tensor **out = calloc((size_t)nout, sizeof *out);
-      workload wl = {a[models[k].artifact], &m.w, &m.in, m.f, m.f ? NULL : &m.q, out, nout};
-      rc = bench(m.name, &wl, m.cells, reps);
-      free(out);
-    }
-    model_free(&m);
+  for (int i = 0; i < npaths && !st; i++) st = rx_rt_artifact_load(d, paths[i], &a[i]);
+  if (st) rc = fail("load", st);
+  if (!rc) {
+    printf("device: %s\n\n", rx_rt_device_get_info(d)->name);
+    printf("| model | cells | policy | memory | launches | copies | time | vs one at a time | vs "
+           "rounds | max difference (vs one at a time, vs double) |\n");
+    printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   }
-  rx_rt_artifact_release(a[0]);
-  rx_rt_artifact_release(a[1]);
+  for (size_t k = 0; !rc && k < sizeof models / sizeof models[0]; k++) {
+    const bench_model *m = &models[k];
+    rx_rt_artifact *art = selected[k] ? find_artifact(a, npaths, m->fn) : NULL;
+    if (selected[k] && !art)
+      fprintf(stderr, "autobatch_bench: %s: no artifact has '%s': skipped\n", m->name, m->fn);
+    if (!art) continue;
+    bm_graph g;
+    bm_init(&g, d);
+    char title[256];
+    if (!m->setup(&g, &o, title, sizeof title)) {
+      rc = usage("too many nodes: fewer --trees or --leaves");
+    } else if (g.st) {
+      rc = fail(m->name, g.st);
+      g.st = NULL;
+    } else {
+      rc = bench(m, &g, art, title, o.reps);
+    }
+    bm_free(&g);
+  }
+  for (int i = 0; i < npaths; i++) rx_rt_artifact_release(a[i]);
   rx_rt_device_release(d);
   return rc;
 }

@@ -17,7 +17,12 @@
  * meets a batched value (other ops, call_tensor, call_extern, calls, if, match_cast) is an error
  * naming the op, the binding and the function; so is a result that does not depend on a batched
  * parameter. Every batched binding's deduced struct info is checked against [batch] + the
- * original one: a rule that got a shape wrong fails here, never silently at run time. */
+ * original one: a rule that got a shape wrong fails here, never silently at run time.
+ *
+ * rx_batch_function_gather (issue 36) adds the index-array form of the same function: each
+ * batched parameter x becomes pool_x: T[rows_x, ...] and idx_x: i32[batch], and the body starts
+ * with x = take(pool_x, idx_x, axis=0), which fusion puts inside the kernels reading x, so the
+ * runtime batcher passes scattered rows of an earlier output without copying them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +50,9 @@ typedef struct bctx {
   const rx_node *value;        /* its value */
   const rx_sinfo *value_sinfo; /* its struct info */
   int ntmp;                    /* values the rewrite added */
+  bool gather;                 /* the index-array form: (pool_x, idx_x) for each batched x */
+  RX_VEC(vmap) takes;          /* gather: old = the parameter, new_var = its pool; idx next to it */
+  RX_VEC(rx_var *) idx;
 } bctx;
 
 static const vmap *lookup(const bctx *c, const rx_var *v) {
@@ -375,11 +383,30 @@ static rx_status check_shape(bctx *c, const rx_sinfo *orig, const rx_node *got, 
   return st;
 }
 
+/* The gather form's first bindings: x = take(pool_x, idx_x, axis=0) for each batched parameter
+ * x, the value the rest of the body reads as x (fusion then puts the take inside the kernels
+ * that read x: no copy before the batched call). */
+static rx_status emit_takes(bctx *c) {
+  for (size_t i = 0; i < c->takes.len; i++) {
+    rx_node *args[2] = {rx_arg_var(c->b, c->takes.data[i].new_var),
+                        rx_arg_var(c->b, c->idx.data[i])};
+    const rx_attr *ax = rx_attr_int(c->m, "axis", 0);
+    rx_node *x = NULL;
+    c->where = c->takes.data[i].old->name;
+    RX_RETURN_IF_ERROR(emit(c, "take", args, 2, &ax, 1, c->takes.data[i].old->name, &x));
+    for (size_t k = 0; k < c->vars.len; k++)
+      if (c->vars.data[k].old == c->takes.data[i].old) c->vars.data[k].new_var = x->var;
+  }
+  c->takes.len = 0;
+  return NULL;
+}
+
 static rx_status batch_body(bctx *c, rx_node **out_result) {
   const rx_seq *s = &c->f->body;
   for (int bi = 0; bi < s->nblocks; bi++) {
     const rx_block *blk = s->blocks[bi];
     if (blk->dataflow) RX_RETURN_IF_ERROR(rx_builder_begin_dataflow(c->b));
+    RX_RETURN_IF_ERROR(emit_takes(c));
     for (int i = 0; i < blk->nbindings; i++) {
       const rx_binding *bd = blk->bindings[i];
       c->where = bd->var->name;
@@ -403,6 +430,7 @@ static rx_status batch_body(bctx *c, rx_node **out_result) {
     }
     if (blk->dataflow) RX_RETURN_IF_ERROR(rx_builder_end_dataflow(c->b));
   }
+  RX_RETURN_IF_ERROR(emit_takes(c)); /* a body without blocks */
   c->where = NULL;
   bool bat = false;
   RX_RETURN_IF_ERROR(batch_node(c, s->result, NULL, out_result, &bat));
@@ -414,24 +442,67 @@ static rx_status batch_body(bctx *c, rx_node **out_result) {
   return NULL;
 }
 
-/* A name for the batch dimension that none of f's shapes uses. */
-static const rx_expr *batch_dim(rx_module *m, const rx_graph_fn *f) {
+/* A name base, base_1, ... that none of f's shapes (and with params, none of its parameters)
+ * uses. */
+static void fresh_name(const rx_graph_fn *f, const char *base, bool params, char *name,
+                       size_t cap) {
   rx_ptrvec vars = {0};
   for (int i = 0; i < f->nparams; i++) {
     const rx_sinfo *s = f->params[i]->sinfo;
     if (s && s->kind == RX_SINFO_TENSOR && s->shape)
       for (int d = 0; d < s->ndim; d++) sym_expr_collect_vars(s->shape[d], &vars);
   }
-  char name[32] = "batch";
+  snprintf(name, cap, "%s", base);
   for (int k = 1;; k++) {
     bool taken = false;
     for (size_t i = 0; i < vars.len; i++)
       taken = taken || !strcmp(((const rx_expr *)vars.data[i])->name, name);
+    for (int i = 0; params && i < f->nparams; i++)
+      taken = taken || !strcmp(f->params[i]->name, name);
     if (!taken) break;
-    snprintf(name, sizeof name, "batch_%d", k);
+    snprintf(name, cap, "%s_%d", base, k);
   }
   base_ptrvec_free(&vars);
+}
+
+/* A name for the batch dimension that none of f's shapes uses. */
+static const rx_expr *batch_dim(rx_module *m, const rx_graph_fn *f) {
+  char name[32];
+  fresh_name(f, "batch", false, name, sizeof name);
   return rx_sym_var(m, name);
+}
+
+/* The gather form's parameters for batched parameter p: pool_p: T[rows_p, ...] (any number of
+ * rows, 1 <= rows_p) and idx_p: i32[batch]; the take that reads them comes first in the body. */
+static rx_status add_gather_params(bctx *c, const rx_var *p) {
+  char pool[256], idx[256], rows[256], base[240];
+  snprintf(base, sizeof base, "pool_%s", p->name);
+  fresh_name(c->f, base, true, pool, sizeof pool);
+  snprintf(base, sizeof base, "idx_%s", p->name);
+  fresh_name(c->f, base, true, idx, sizeof idx);
+  snprintf(base, sizeof base, "rows_%s", p->name);
+  fresh_name(c->f, base, false, rows, sizeof rows);
+  const rx_sinfo *s = p->sinfo;
+  const rx_expr *dims[RX_MAX_NDIM + 1];
+  if (s->ndim + 1 > (int)RX_ARRAY_LEN(dims) || !s->shape)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "batch '%s': parameter '%s' needs a known shape for the gather form",
+                            c->f->name, p->name);
+  const rx_expr *r = rx_sym_var(c->m, rows);
+  dims[0] = r;
+  for (int i = 0; i < s->ndim; i++) dims[i + 1] = s->shape[i];
+  vmap e = {p, NULL, true};
+  rx_var *iv = NULL;
+  RX_RETURN_IF_ERROR(
+      rx_builder_param(c->b, pool, rx_sinfo_tensor(c->m, s->dtype, s->ndim + 1, dims), &e.new_var));
+  RX_RETURN_IF_ERROR(
+      rx_builder_param(c->b, idx, rx_sinfo_tensor(c->m, RX_DTYPE_I32, 1, &c->bdim), &iv));
+  RX_RETURN_IF_ERROR(rx_builder_fact(c->b, rx_sym_le(c->m, rx_sym_const(c->m, 1), r)));
+  RX_VEC_PUSH(&c->takes, e);
+  RX_VEC_PUSH(&c->idx, iv);
+  e.new_var = NULL; /* set by emit_takes */
+  RX_VEC_PUSH(&c->vars, e);
+  return NULL;
 }
 
 static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) {
@@ -447,6 +518,10 @@ static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) 
     const rx_var *p = c->f->params[i];
     bool share = p->sinfo->kind != RX_SINFO_TENSOR;
     for (size_t k = 0; k < nshared; k++) share = share || !strcmp(p->name, shared[k]);
+    if (!share && c->gather) {
+      RX_RETURN_IF_ERROR(add_gather_params(c, p));
+      continue;
+    }
     const rx_sinfo *s = share ? p->sinfo : batched_sinfo(c, p->sinfo);
     if (!s)
       return base_status_make(RX_ERR_UNSUPPORTED,
@@ -460,8 +535,9 @@ static rx_status add_params(bctx *c, const char *const *shared, size_t nshared) 
   return NULL;
 }
 
-rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
-                            int64_t max_batch, const char *out_name) {
+static rx_status batch_function(rx_module *m, const char *fn, const char *const *shared,
+                                size_t nshared, int64_t max_batch, const char *out_name,
+                                bool gather) {
   if (!m || !fn || !out_name || (nshared && !shared))
     return base_status_make(RX_ERR_INVALID, "batch: missing module, function or name");
   RX_RETURN_IF_ERROR(rx_module_check(m, NULL)); /* one op a binding, struct info deduced */
@@ -470,7 +546,7 @@ rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *sha
   if (ir_module_graph_fn(m, out_name))
     return base_status_make(RX_ERR_INVALID, "batch '%s': the module has a function '%s' already",
                             fn, out_name);
-  bctx c = {.m = m, .f = f, .bdim = batch_dim(m, f)};
+  bctx c = {.m = m, .f = f, .bdim = batch_dim(m, f), .gather = gather};
   c.b = rx_builder_new(m, out_name);
   rx_node *result = NULL;
   rx_status st = add_params(&c, shared, nshared);
@@ -490,9 +566,21 @@ rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *sha
     }
   }
   free(c.vars.data);
+  free(c.takes.data);
+  free(c.idx.data);
   if (st) {
     rx_builder_free(c.b);
     return st;
   }
   return rx_builder_finish(c.b, result, NULL);
+}
+
+rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared, size_t nshared,
+                            int64_t max_batch, const char *out_name) {
+  return batch_function(m, fn, shared, nshared, max_batch, out_name, false);
+}
+
+rx_status rx_batch_function_gather(rx_module *m, const char *fn, const char *const *shared,
+                                   size_t nshared, int64_t max_batch, const char *out_name) {
+  return batch_function(m, fn, shared, nshared, max_batch, out_name, true);
 }

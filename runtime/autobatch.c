@@ -12,9 +12,29 @@
  * that the next call overwrites), whose rows are the calls' outputs. Rounds repeat until every
  * call ran; no ready call while some wait means a cycle, which the error names. A batch of fewer
  * than min_batch calls (default 2: a batch of one) runs each call through the unbatched function
- * instead (run_single), its outputs tensors of their own. Every device copy is counted in the
- * stats (copies, copy_bytes), every call of a function in launches. */
+ * instead (run_single). Every device copy is counted in the stats (copies, copy_bytes: one
+ * wrapper, ab_buffer_copy), every call of a function once in launches.
+ *
+ * Depth: at the start of each run, call_depths computes every pending call's depth once (Kahn's
+ * algorithm: 0 without pending dependencies, else 1 + the largest of theirs); the DEPTH policy
+ * batches the ready calls of the least depth by it, and the memory planning (plan_placement)
+ * predicts the batches from it. One computation, so the policy and the plan agree.
+ *
+ * The gather path (issue 36; docs/autobatch.md, "Memory planning: gathers, views and copies"):
+ * when the artifact has the batched form's index-array form "<batched>_gather"
+ * (rx_batch_function_gather), each output of a function's batches in one run goes to that
+ * function's arena, one tensor [calls, ...] (the same one copy out of the batched call's result,
+ * placed at the arena's next rows), so the operands a later batch takes from earlier outputs are
+ * rows of ONE tensor whatever batch made them (a tree's children of different heights, an RNN's
+ * surviving sequences); such a batch calls the index-array form with the arena and an index array
+ * (the take fused into the kernels) instead of copying the rows. An unbatched call (run_single)
+ * whose output a later call reads puts it in the arena too, so a straggler does not force its
+ * readers' batch back to copies. Operands that are caller tensors are still stacked by copies
+ * (with the index array 0..g-1). The stats count copies, their bytes, views (an earlier output
+ * passed as is) and gathers. The plan predicts a depth schedule; under any other policy a wrong
+ * prediction costs copies, never results (every operand is resolved from where its row is). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,15 +43,31 @@
 #include "relaxc/autobatch.h"
 
 #define AB_MAX_PARAMS         64  /* parameters of a batched function */
+#define AB_MAX_OUTS           16  /* outputs of a function that get an arena */
 #define AB_FIRST_RUN_EPISODES 300 /* the FSM's training at its first run, when not trained */
+
+/* The rows of output o of every call of one function in one rx_rt_batcher_run (gather mode):
+ * one tensor [rows, ...] that each batch's output is copied into at `next`, so that the
+ * operands later batches take from those outputs are rows of ONE tensor whatever batch made
+ * them (a tree's children of different heights, the survivors of an RNN step), passed to the
+ * index-array form with an index array instead of being copied. */
+typedef struct ab_arena {
+  rx_rt_tensor *t; /* retained, or NULL until the function's first batch */
+  size_t next;
+} ab_arena;
 
 typedef struct ab_fn {
   char *name, *batched;
+  char *gather; /* "<batched>_gather" when the artifact has that form, else NULL */
   size_t nparams;
   bool shared[AB_MAX_PARAMS];
   rx_dtype dtype[AB_MAX_PARAMS]; /* of the parameters: RX_DTYPE_UNKNOWN / -1: unchecked */
   int ndim[AB_MAX_PARAMS];
   size_t max_batch; /* the batched form's fact `batch <= N`, or SIZE_MAX */
+  size_t pending;   /* calls not run at the start of this run: the arenas' rows */
+  bool use_arena;   /* this run's plan (plan_placement): the outputs go to the arenas */
+  bool ordered;     /* this run's plan: each batch's outputs in consumer order (consumer_order) */
+  ab_arena arena[AB_MAX_OUTS];
 } ab_fn;
 
 /* An output of a call that ran: row `row` of its batch's output `whole` [G, ...], a tensor of
@@ -77,8 +113,12 @@ struct rx_rt_batcher {
   rx_rt_batch_policy policy;
   size_t min_batch; /* batches of fewer calls run them unbatched (>= 2) */
   rt_abp_fsm fsm;   /* the FSM policy's table (trained, loaded, or trained at the first run) */
-  size_t *depth;    /* per call: 1 + the largest depth of its dependencies (DEPTH), 0: not known */
-  size_t depth_cap;
+  size_t *depth;    /* this run's depth of each call (call_depths; 0: done, SIZE_MAX: on a cycle),
+                       for the DEPTH policy and the plan (ncalls entries) */
+  bool no_gather;   /* rx_rt_batcher_set_gather(b, false) */
+  bool no_plan;     /* rx_rt_batcher_set_planning(b, false) */
+  size_t *consumer; /* this run's plan: the first pending call reading call i's outputs, or
+                       SIZE_MAX (ncalls entries) */
 };
 
 /* A device copy of n bytes, counted in the stats. */
@@ -133,10 +173,13 @@ void rx_rt_batcher_release(rx_rt_batcher *b) {
   for (size_t i = 0; i < b->nfns; i++) {
     rt_free(b->alloc, b->fns[i].name);
     rt_free(b->alloc, b->fns[i].batched);
+    rt_free(b->alloc, b->fns[i].gather);
+    for (size_t o = 0; o < AB_MAX_OUTS; o++) rx_rt_tensor_release(b->fns[i].arena[o].t);
   }
   rt_free(b->alloc, b->fns);
   rt_free(b->alloc, b->calls);
   rt_free(b->alloc, b->depth);
+  rt_free(b->alloc, b->consumer);
   rt_abp_fsm_free(b->alloc, &b->fsm);
   rx_rt_artifact *a = b->a;
   rt_free(b->alloc, b);
@@ -216,7 +259,35 @@ rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const cha
     }
   }
   e->max_batch = fact_max_batch(b->a, (size_t)bf, e);
+  /* the index-array form: a pool and an index array in the place of each batched parameter */
+  size_t nb = 0;
+  for (size_t i = 0; i < np; i++) nb += !e->shared[i];
+  size_t glen = strlen(batched_fn) + sizeof "_gather";
+  char *gname = rt_alloc(b->alloc, glen);
+  if (!gname) {
+    rt_free(b->alloc, e->name);
+    rt_free(b->alloc, e->batched);
+    return rt_oom("a function name", glen);
+  }
+  snprintf(gname, glen, "%s_gather", batched_fn);
+  long gf = art_fn(b->a, gname);
+  if (gf >= 0 && rx_rt_artifact_function_param_count(b->a, (size_t)gf) == np + nb)
+    e->gather = gname;
+  else
+    rt_free(b->alloc, gname);
   b->nfns++;
+  return NULL;
+}
+
+rx_status rx_rt_batcher_set_planning(rx_rt_batcher *b, bool on) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_planning: the batcher is NULL");
+  b->no_plan = !on;
+  return NULL;
+}
+
+rx_status rx_rt_batcher_set_gather(rx_rt_batcher *b, bool on) {
+  if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_gather: the batcher is NULL");
+  b->no_gather = !on;
   return NULL;
 }
 
@@ -327,15 +398,18 @@ static bool joins(const rx_rt_batcher *b, const ab_call *lead, const ab_call *c)
   return true;
 }
 
-/* Row `row` of the whole [G, ...] as a tensor of its own (one device copy). */
-static rx_status row_tensor(rx_rt_batcher *b, rx_rt_tensor *whole, size_t row, rx_rt_tensor **out) {
+/* Row `row` of the whole [G, ...] as a tensor of its own (one device copy; counted in the stats
+ * when made for a call's argument, not when the caller asks for an output). */
+static rx_status row_tensor(rx_rt_batcher *b, rx_rt_tensor *whole, size_t row, bool counted,
+                            rx_rt_tensor **out) {
   RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(whole),
                                          rx_rt_tensor_ndim(whole) - 1,
                                          rx_rt_tensor_shape(whole) + 1, out));
   size_t n = rx_rt_tensor_bytes(*out);
-  rx_status st =
-      n ? ab_buffer_copy(b, rx_rt_tensor_buffer(whole), row * n, rx_rt_tensor_buffer(*out), 0, n)
-        : NULL;
+  rx_rt_buffer *src = rx_rt_tensor_buffer(whole), *dst = rx_rt_tensor_buffer(*out);
+  rx_status st = !n        ? NULL
+                 : counted ? ab_buffer_copy(b, src, row * n, dst, 0, n)
+                           : rx_rt_buffer_copy(src, row * n, dst, 0, n);
   if (st) {
     rx_rt_tensor_release(*out);
     *out = NULL;
@@ -350,29 +424,55 @@ static rx_status shared_tensor(rx_rt_batcher *b, const rx_rt_batch_arg *a, rx_rt
     return NULL;
   }
   ab_out *o = &b->calls[a->call].outs[a->output];
-  if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, &o->own));
+  if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, true, &o->own));
   *out = o->own;
   return NULL;
 }
 
-/* Argument i of the batch's calls as one tensor [g, ...] (*out retained): the whole of one
- * earlier batch when the calls take its rows 0..g-1 in order, else a new tensor filled by one
- * device copy per run of consecutive source bytes. */
+/* The tensor whose rows argument i of every call of the batch is (a batch's whole or an
+ * arena), or NULL; *in_order: its rows 0..g-1 in order (a view: prefix_view). */
+static rx_rt_tensor *one_source(const rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
+                                bool *in_order) {
+  ab_src s;
+  resolve(b, &b->calls[batch[0]].args[i], &s);
+  rx_rt_tensor *t = s.is_row ? s.tensor : NULL;
+  *in_order = t != NULL;
+  for (size_t k = 0; k < g && t; k++) {
+    resolve(b, &b->calls[batch[k]].args[i], &s);
+    if (!s.is_row || s.tensor != t) return NULL;
+    *in_order = *in_order && s.row == k;
+  }
+  return t;
+}
+
+/* The first g rows of t [G >= g, ...] as a tensor (*out retained): t itself, or a tensor over
+ * t's buffer (from its byte 0: no copy). */
+static rx_status prefix_view(rx_rt_tensor *t, size_t g, rx_rt_tensor **out) {
+  if (rx_rt_tensor_shape(t)[0] == (int64_t)g) {
+    rx_rt_tensor_retain(t);
+    *out = t;
+    return NULL;
+  }
+  int64_t shape[RX_RT_MAX_NDIM];
+  memcpy(shape, rx_rt_tensor_shape(t), sizeof(int64_t) * (size_t)rx_rt_tensor_ndim(t));
+  shape[0] = (int64_t)g;
+  return rx_rt_tensor_wrap(rx_rt_tensor_buffer(t), rx_rt_tensor_dtype(t), rx_rt_tensor_ndim(t),
+                           shape, out);
+}
+
+/* Argument i of the batch's calls as one tensor [g, ...] (*out retained): a view of one earlier
+ * output when the calls take its rows 0..g-1 in order, else a new tensor filled by one device
+ * copy per run of consecutive source bytes. */
 static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
                        rx_rt_tensor **out) {
   ab_src first, s;
   resolve(b, &b->calls[batch[0]].args[i], &first);
   if (first.ndim + 1 > RX_RT_MAX_NDIM)
     return base_status_make(RX_ERR_UNSUPPORTED, "batcher: argument %zu has %d dims", i, first.ndim);
-  bool whole = first.is_row && rx_rt_tensor_shape(first.tensor)[0] == (int64_t)g;
-  for (size_t k = 0; k < g && whole; k++) {
-    resolve(b, &b->calls[batch[k]].args[i], &s);
-    whole = s.is_row && s.tensor == first.tensor && s.row == k;
-  }
-  if (whole) {
-    rx_rt_tensor_retain(first.tensor);
-    *out = first.tensor;
-    return NULL;
+  bool in_order = false;
+  if (one_source(b, batch, g, i, &in_order) && in_order) {
+    b->stats.views++;
+    return prefix_view(first.tensor, g, out);
   }
   int64_t shape[RX_RT_MAX_NDIM];
   shape[0] = (int64_t)g;
@@ -409,13 +509,20 @@ static rx_status stack(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i
   return st;
 }
 
-/* A tensor of the batcher's own with y's contents. */
-static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor **out) {
+/* A whole of the batcher's own with y's rows in the order perm (row j = y's row perm[j]; perm NULL:
+ * in order, and g 1 for y as a whole): one copy per run of consecutive rows. */
+static rx_status place_whole(rx_rt_batcher *b, rx_rt_tensor *y, const size_t *perm, size_t g,
+                             rx_rt_tensor **out) {
   RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, rx_rt_tensor_dtype(y), rx_rt_tensor_ndim(y),
                                          rx_rt_tensor_shape(y), out));
-  size_t n = rx_rt_tensor_bytes(y);
-  rx_status st =
-      n ? ab_buffer_copy(b, rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(*out), 0, n) : NULL;
+  size_t row = rx_rt_tensor_bytes(y) / g, n = 1;
+  rx_status st = NULL;
+  for (size_t j = 0; j < g && row && !st; j += n) {
+    size_t from = perm ? perm[j] : j;
+    for (n = 1; j + n < g && (perm ? perm[j + n] : j + n) == from + n;) n++;
+    st = ab_buffer_copy(b, rx_rt_tensor_buffer(y), from * row, rx_rt_tensor_buffer(*out), j * row,
+                        n * row);
+  }
   if (st) {
     rx_rt_tensor_release(*out);
     *out = NULL;
@@ -423,69 +530,242 @@ static rx_status ab_copy_whole(rx_rt_batcher *b, rx_rt_tensor *y, rx_rt_tensor *
   return st;
 }
 
-/* The batched call's result (a tensor or a tuple of tensors [g, ...]): each copied once into a
- * whole of the batcher's own, whose rows become the calls' outputs. */
+/* Function f's arena for output o when this run's plan gives f arenas and it has g free rows of
+ * dtype and row shape shape[0..nd) (made at f's first output), else NULL. */
+static rx_status arena_rows(rx_rt_batcher *b, ab_fn *f, size_t o, rx_dtype dtype, int nd,
+                            const int64_t *shape, size_t g, ab_arena **out) {
+  *out = NULL;
+  ab_arena *a = f->use_arena && o < AB_MAX_OUTS ? &f->arena[o] : NULL;
+  if (nd + 1 > RX_RT_MAX_NDIM) return NULL;
+  if (a && !a->t && f->pending >= g) {
+    int64_t as[RX_RT_MAX_NDIM];
+    memcpy(as + 1, shape, sizeof(int64_t) * (size_t)nd);
+    as[0] = (int64_t)f->pending;
+    RX_RETURN_IF_ERROR(rx_rt_tensor_create(b->dev, dtype, nd + 1, as, &a->t));
+    a->next = 0;
+  }
+  if (a && a->t && rx_rt_tensor_dtype(a->t) == dtype && rx_rt_tensor_ndim(a->t) == nd + 1 &&
+      !memcmp(rx_rt_tensor_shape(a->t) + 1, shape, sizeof(int64_t) * (size_t)nd) &&
+      a->next + g <= (size_t)rx_rt_tensor_shape(a->t)[0])
+    *out = a;
+  return NULL;
+}
+
+/* Where output o ([g, ...], y) of a batch of function f goes: into f's arena for o at its next
+ * free rows (arena_rows), else a whole of its own with the rows in the order perm (consumer
+ * order); *out retained; *out_row0 the arena row of the batch's first call (*out_perm false), or
+ * the rows are placed by perm (true). One copy of each row either way. */
+static rx_status place_output(rx_rt_batcher *b, ab_fn *f, size_t o, rx_rt_tensor *y,
+                              const size_t *perm, size_t g, rx_rt_tensor **out, size_t *out_row0,
+                              bool *out_perm) {
+  *out_row0 = 0;
+  *out_perm = false;
+  ab_arena *a = NULL;
+  RX_RETURN_IF_ERROR(arena_rows(b, f, o, rx_rt_tensor_dtype(y), rx_rt_tensor_ndim(y) - 1,
+                                rx_rt_tensor_shape(y) + 1, g, &a));
+  if (!a) {
+    *out_perm = true;
+    return place_whole(b, y, perm, g, out);
+  }
+  size_t n = rx_rt_tensor_bytes(y), row = n / g;
+  if (n)
+    RX_RETURN_IF_ERROR(
+        ab_buffer_copy(b, rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(a->t), a->next * row, n));
+  rx_rt_tensor_retain(a->t);
+  *out = a->t;
+  *out_row0 = a->next;
+  a->next += g;
+  return NULL;
+}
+
+/* qsort of (first consumer, position) pairs */
+static int by_consumer(const void *x, const void *y) {
+  const size_t *a = x, *c = y;
+  return a[0] != c[0] ? (a[0] < c[0] ? -1 : 1) : (a[1] > c[1]) - (a[1] < c[1]);
+}
+
+/* The batch's rows in consumer order (memory planning: docs/autobatch.md): perm[j] is the
+ * position in the batch of the call whose outputs go to row j: calls read by later calls first,
+ * in the order of their first readers (the order their batch lists them), then the rest; so the
+ * next batch that reads them finds its operands as the rows 0..g'-1 of one tensor, a view. */
+static rx_status consumer_order(rx_rt_batcher *b, const size_t *batch, size_t g, size_t *perm) {
+  size_t *pairs = rt_alloc(b->alloc, sizeof *pairs * 2 * g);
+  if (!pairs) return rt_oom("a batch's order", sizeof *pairs * 2 * g);
+  bool ordered = b->fns[b->calls[batch[0]].fn].ordered;
+  for (size_t k = 0; k < g; k++) {
+    pairs[2 * k] = b->consumer && ordered ? b->consumer[batch[k]] : SIZE_MAX;
+    pairs[2 * k + 1] = k;
+  }
+  qsort(pairs, g, sizeof *pairs * 2, by_consumer);
+  for (size_t j = 0; j < g; j++) perm[j] = pairs[2 * j + 1];
+  rt_free(b->alloc, pairs);
+  return NULL;
+}
+
+/* The batched call's result (a tensor or a tuple of tensors [g, ...]): each copied once, into its
+ * function's arena or a whole of the batcher's own in consumer order (place_output), whose rows
+ * become the calls' outputs. */
 static rx_status split(rx_rt_batcher *b, const size_t *batch, size_t g, rx_rt_value *res) {
   bool tuple = rx_rt_value_kind_of(res) == RX_RT_VALUE_TUPLE;
   size_t nouts = tuple ? rx_rt_value_tuple_size(res) : 1;
-  const char *name = b->fns[b->calls[batch[0]].fn].batched;
+  ab_fn *f = &b->fns[b->calls[batch[0]].fn];
+  const char *name = f->batched;
   for (size_t k = 0; k < g; k++) {
     ab_call *c = &b->calls[batch[k]];
     c->outs = rt_alloc(b->alloc, sizeof *c->outs * (nouts ? nouts : 1));
     if (!c->outs) return rt_oom("a call's outputs", sizeof *c->outs * nouts);
     c->done = true; /* undone by drop_outs when this fails */
   }
-  for (size_t o = 0; o < nouts; o++) {
+  size_t *perm = rt_alloc(b->alloc, sizeof *perm * g);
+  if (!perm) return rt_oom("a batch's order", sizeof *perm * g);
+  rx_status st = consumer_order(b, batch, g, perm);
+  for (size_t o = 0; o < nouts && !st; o++) {
     const rx_rt_value *v = tuple ? rx_rt_value_tuple_item(res, o) : res;
     rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL, *w = NULL;
-    if (!y)
-      return base_status_make(
-          RX_ERR_UNSUPPORTED,
-          "batcher: '%s': output %zu is not a tensor (only tensors and tuples of "
-          "tensors are split)",
-          name, o);
-    if (rx_rt_tensor_ndim(y) < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g)
-      return base_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
-                              name, o, g);
-    RX_RETURN_IF_ERROR(ab_copy_whole(b, y, &w));
-    for (size_t k = 0; k < g; k++) {
+    if (!y) {
+      st = base_status_make(RX_ERR_UNSUPPORTED,
+                            "batcher: '%s': output %zu is not a tensor (only tensors and tuples "
+                            "of tensors are split)",
+                            name, o);
+      break;
+    }
+    if (rx_rt_tensor_ndim(y) < 1 || rx_rt_tensor_shape(y)[0] != (int64_t)g) {
+      st = base_status_make(RX_ERR_INVALID, "batcher: '%s': output %zu has no leading dim of %zu",
+                            name, o, g);
+      break;
+    }
+    size_t row0 = 0;
+    bool permuted = false;
+    if ((st = place_output(b, f, o, y, perm, g, &w, &row0, &permuted))) break;
+    for (size_t j = 0; j < g; j++) {
+      size_t k = permuted ? perm[j] : j, row = permuted ? j : row0 + j;
       ab_call *c = &b->calls[batch[k]];
       rx_rt_tensor_retain(w);
-      c->outs[o] = (ab_out){w, k, NULL};
+      c->outs[o] = (ab_out){w, row, NULL};
       c->nouts = o + 1;
     }
     rx_rt_tensor_release(w);
   }
+  rt_free(b->alloc, perm);
+  return st;
+}
+
+/* An index array i32[g]: the rows argument i of the batch's calls take in pool (one_source),
+ * or 0..g-1 (stacked). Written from the host: waits for the work queued so far. */
+static rx_status index_array(rx_rt_batcher *b, const size_t *batch, size_t g, size_t i,
+                             bool stacked, rx_rt_tensor **out) {
+  *out = NULL;
+  int32_t *rows = rt_alloc(b->alloc, sizeof *rows * g);
+  if (!rows) return rt_oom("an index array", sizeof *rows * g);
+  for (size_t k = 0; k < g; k++) {
+    ab_src s;
+    resolve(b, &b->calls[batch[k]].args[i], &s);
+    rows[k] = (int32_t)(stacked ? k : s.is_row ? s.row : 0);
+  }
+  int64_t n = (int64_t)g;
+  rx_status st = rx_rt_tensor_create(b->dev, RX_DTYPE_I32, 1, &n, out);
+  if (!st) st = rx_rt_buffer_write(rx_rt_tensor_buffer(*out), 0, rows, sizeof *rows * g);
+  if (st && *out) {
+    rx_rt_tensor_release(*out);
+    *out = NULL;
+  }
+  rt_free(b->alloc, rows);
+  return st;
+}
+
+/* The caller's tensor that argument i of every call of the batch is (a zero state), or NULL. */
+static rx_rt_tensor *one_caller_tensor(const rx_rt_batcher *b, const size_t *batch, size_t g,
+                                       size_t i) {
+  rx_rt_tensor *t = b->calls[batch[0]].args[i].tensor;
+  for (size_t k = 1; k < g && t; k++)
+    if (b->calls[batch[k]].args[i].tensor != t) return NULL;
+  return t && rx_rt_tensor_ndim(t) < RX_RT_MAX_NDIM ? t : NULL;
+}
+
+/* Whether the batch goes to the index-array form: it exists, gathers are on, and a batched
+ * argument is rows of one earlier output that are not that output as is, or one caller's tensor
+ * for every call (a gather, no copy). */
+static bool use_gather(const rx_rt_batcher *b, const ab_fn *f, const size_t *batch, size_t g) {
+  if (b->no_gather || !f->gather) return false;
+  for (size_t i = 0; i < f->nparams; i++) {
+    bool in_order = false;
+    if (f->shared[i]) continue;
+    if (one_source(b, batch, g, i, &in_order) ? !in_order
+                                              : g > 1 && one_caller_tensor(b, batch, g, i))
+      return true;
+  }
+  return false;
+}
+
+/* The caller's tensor t [...] as a pool of one row [1, ...] (*out retained; no copy). */
+static rx_status one_row_pool(rx_rt_tensor *t, rx_rt_tensor **out) {
+  int64_t shape[RX_RT_MAX_NDIM];
+  shape[0] = 1;
+  memcpy(shape + 1, rx_rt_tensor_shape(t), sizeof(int64_t) * (size_t)rx_rt_tensor_ndim(t));
+  return rx_rt_tensor_wrap(rx_rt_tensor_buffer(t), rx_rt_tensor_dtype(t), rx_rt_tensor_ndim(t) + 1,
+                           shape, out);
+}
+
+/* The batched call's arguments in[0..*out_n) (owned[k]: in[k] is the batcher's to release):
+ * batched_fn's, each batched argument stacked (stack); or, gather, the index-array form's, each
+ * batched argument as a pool and an index array: rows of one earlier output as that output and
+ * their rows (no copy), others stacked and 0..g-1. */
+static rx_status assemble(rx_rt_batcher *b, const ab_fn *f, const size_t *batch, size_t g,
+                          bool gather, rx_rt_tensor **in, bool *owned, size_t *out_n) {
+  size_t n = 0;
+  for (size_t i = 0; i < f->nparams; i++) {
+    for (size_t k = 0; k < g; k++) {
+      ab_src s;
+      resolve(b, &b->calls[batch[k]].args[i], &s);
+      RX_RETURN_IF_ERROR(check_arg(f, i, s.dtype, s.ndim, batch[k]));
+    }
+    if (f->shared[i]) {
+      RX_RETURN_IF_ERROR(shared_tensor(b, &b->calls[batch[0]].args[i], &in[n++]));
+      continue;
+    }
+    bool in_order = false;
+    rx_rt_tensor *pool = gather ? one_source(b, batch, g, i, &in_order) : NULL;
+    rx_rt_tensor *caller = gather && !pool ? one_caller_tensor(b, batch, g, i) : NULL;
+    if (caller) { /* one row, gathered g times */
+      RX_RETURN_IF_ERROR(one_row_pool(caller, &in[n]));
+      owned[n++] = true;
+      b->stats.gathers++;
+      pool = caller;
+    } else if (pool) {
+      in[n++] = pool;
+      if (in_order)
+        b->stats.views++;
+      else
+        b->stats.gathers++;
+    } else {
+      RX_RETURN_IF_ERROR(stack(b, batch, g, i, &in[n]));
+      owned[n++] = true;
+    }
+    if (gather) {
+      RX_RETURN_IF_ERROR(index_array(b, batch, g, i, !pool, &in[n]));
+      owned[n++] = true;
+    }
+  }
+  *out_n = n;
   return NULL;
 }
 
-/* Runs the batch of calls batch[0..g) as one call of their batched form. */
+/* Runs the batch of calls batch[0..g) as one call of their batched form (or its index-array
+ * form: use_gather). */
 static rx_status run_batch(rx_rt_batcher *b, const size_t *batch, size_t g) {
   const ab_fn *f = &b->fns[b->calls[batch[0]].fn];
-  rx_rt_tensor *in[AB_MAX_PARAMS] = {0};
-  bool owned[AB_MAX_PARAMS] = {0};
-  rx_status st = NULL;
-  for (size_t i = 0; i < f->nparams && !st; i++) {
-    for (size_t k = 0; k < g && !st; k++) {
-      ab_src s;
-      resolve(b, &b->calls[batch[k]].args[i], &s);
-      st = check_arg(f, i, s.dtype, s.ndim, batch[k]);
-    }
-    if (st) break;
-    if (f->shared[i]) {
-      st = shared_tensor(b, &b->calls[batch[0]].args[i], &in[i]);
-    } else {
-      st = stack(b, batch, g, i, &in[i]);
-      owned[i] = !st;
-    }
-  }
+  rx_rt_tensor *in[2 * AB_MAX_PARAMS] = {0};
+  bool owned[2 * AB_MAX_PARAMS] = {0};
+  bool gather = use_gather(b, f, batch, g);
+  size_t n = 0;
+  rx_status st = assemble(b, f, batch, g, gather, in, owned, &n);
   rx_rt_value *res = NULL;
-  if (!st) st = rx_rt_vm_call(b->a, f->batched, in, f->nparams, &res);
+  if (!st) st = rx_rt_vm_call(b->a, gather ? f->gather : f->batched, in, n, &res);
   if (!st) st = split(b, batch, g, res);
   if (st) /* a batch that failed half-way: its outputs dropped, the calls stay pending */
     for (size_t k = 0; k < g; k++) drop_outs(b, &b->calls[batch[k]]);
   rx_rt_value_release(res);
-  for (size_t i = 0; i < f->nparams; i++)
+  for (size_t i = 0; i < 2 * AB_MAX_PARAMS; i++)
     if (owned[i]) rx_rt_tensor_release(in[i]);
   if (!st) {
     b->stats.calls += g;
@@ -496,13 +776,39 @@ static rx_status run_batch(rx_rt_batcher *b, const size_t *batch, size_t g) {
   return st;
 }
 
+/* Output y of unbatched call i of function f as the call's output o: in f's arena at its next
+ * row when this run's plan gives f arenas and a later call reads call i (so that a gathered batch
+ * takes it as a row of the arena like its other operands, not forcing copies), else a tensor of
+ * the batcher's own that is both the output's whole and its own (resolve() then sees a plain
+ * tensor, and an unbatched reader takes it as is). One copy either way. */
+static rx_status single_output(rx_rt_batcher *b, size_t i, ab_fn *f, size_t o, rx_rt_tensor *y,
+                               ab_out *out) {
+  ab_arena *a = NULL;
+  if (b->consumer && b->consumer[i] != SIZE_MAX)
+    RX_RETURN_IF_ERROR(arena_rows(b, f, o, rx_rt_tensor_dtype(y), rx_rt_tensor_ndim(y),
+                                  rx_rt_tensor_shape(y), 1, &a));
+  if (!a) {
+    rx_rt_tensor *w = NULL;
+    RX_RETURN_IF_ERROR(place_whole(b, y, NULL, 1, &w));
+    rx_rt_tensor_retain(w);
+    *out = (ab_out){w, 0, w};
+    return NULL;
+  }
+  size_t n = rx_rt_tensor_bytes(y);
+  if (n)
+    RX_RETURN_IF_ERROR(
+        ab_buffer_copy(b, rx_rt_tensor_buffer(y), 0, rx_rt_tensor_buffer(a->t), a->next * n, n));
+  rx_rt_tensor_retain(a->t);
+  *out = (ab_out){a->t, a->next++, NULL};
+  return NULL;
+}
+
 /* Runs call i alone through its unbatched function (a round of one ready call, or the ONE
  * policy): no stacking, and an argument that is an earlier unbatched call's output is passed as
- * is. Each output is copied once out of the VM's planned storage into a tensor of the batcher's
- * own, which is both the output's whole and its own (resolve() then sees a plain tensor). */
+ * is. Each output is copied once out of the VM's planned storage (single_output). */
 static rx_status run_single(rx_rt_batcher *b, size_t i) {
   ab_call *c = &b->calls[i];
-  const ab_fn *f = &b->fns[c->fn];
+  ab_fn *f = &b->fns[c->fn];
   rx_rt_tensor *in[AB_MAX_PARAMS] = {0};
   rx_status st = NULL;
   for (size_t k = 0; k < f->nparams && !st; k++) {
@@ -522,16 +828,12 @@ static rx_status run_single(rx_rt_batcher *b, size_t i) {
   }
   for (size_t o = 0; o < nouts && !st; o++) {
     const rx_rt_value *v = tuple ? rx_rt_value_tuple_item(res, o) : res;
-    rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL, *w = NULL;
+    rx_rt_tensor *y = v ? rx_rt_value_tensor(v) : NULL;
     if (!y)
       st = base_status_make(RX_ERR_UNSUPPORTED, "batcher: '%s': output %zu is not a tensor",
                             f->name, o);
-    if (!st) st = ab_copy_whole(b, y, &w);
-    if (!st) {
-      rx_rt_tensor_retain(w);
-      c->outs[o] = (ab_out){w, 0, w};
-      c->nouts = o + 1;
-    }
+    if (!st) st = single_output(b, i, f, o, y, &c->outs[o]);
+    if (!st) c->nouts = o + 1;
   }
   if (st) drop_outs(b, c);
   rx_rt_value_release(res);
@@ -596,27 +898,121 @@ static rx_status cycle(const rx_rt_batcher *b) {
   return st;
 }
 
-/* Depth (DEPTH): 1 + the largest depth of the call's dependencies, known once they ran. */
-static size_t call_depth(rx_rt_batcher *b, size_t i) {
-  if (!b->depth[i]) {
-    size_t d = 0;
-    const ab_call *c = &b->calls[i];
-    for (size_t k = 0; k < c->nargs; k++)
-      if (!c->args[k].tensor && b->depth[c->args[k].call] > d) d = b->depth[c->args[k].call];
-    b->depth[i] = d + 1;
+/* The depth of each pending call (ACRoBat's schedule: 0 without pending dependencies, else 1 +
+ * the largest of theirs; SIZE_MAX on a cycle), in depth[0..ncalls), by Kahn's algorithm.
+ * Computed once per run for both the DEPTH policy (pick_lead, run_round) and the plan
+ * (plan_placement), so the two agree on the schedule; a call whose dependencies ran in an
+ * earlier run is ready, depth 0. */
+static rx_status call_depths(const rx_rt_batcher *b, size_t *depth) {
+  size_t n = b->ncalls, ne = 0;
+  size_t *start = rt_alloc(b->alloc, sizeof *start * (n + 1) * 2);
+  if (!start) return rt_oom("the batch plan", sizeof *start * (n + 1) * 2);
+  size_t *waits = start + n + 1; /* pending dependencies not placed yet */
+  memset(start, 0, sizeof *start * (n + 1) * 2);
+  for (size_t i = 0; i < n; i++) {
+    depth[i] = b->calls[i].done ? 0 : SIZE_MAX;
+    for (size_t k = 0; k < b->calls[i].nargs && !b->calls[i].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[i].args[k];
+      if (a->tensor || a->call >= n || b->calls[a->call].done) continue;
+      start[a->call + 1]++;
+      waits[i]++;
+      ne++;
+    }
   }
-  return b->depth[i];
+  for (size_t i = 0; i < n; i++) start[i + 1] += start[i];
+  size_t *next = rt_alloc(b->alloc, sizeof *next * (ne + 2 * n + 1));
+  if (!next) {
+    rt_free(b->alloc, start);
+    return rt_oom("the batch plan", sizeof *next * (ne + 2 * n + 1));
+  }
+  size_t *fill = next + ne, *queue = fill + n, qn = 0; /* next: consumers by producer */
+  memcpy(fill, start, sizeof *fill * n);
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < b->calls[i].nargs && !b->calls[i].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[i].args[k];
+      if (!a->tensor && a->call < n && !b->calls[a->call].done) next[fill[a->call]++] = i;
+    }
+  for (size_t i = 0; i < n; i++)
+    if (!b->calls[i].done && !waits[i]) depth[i] = 0, queue[qn++] = i;
+  for (size_t q = 0; q < qn; q++) {
+    size_t p = queue[q];
+    for (size_t e = start[p]; e < start[p + 1]; e++) {
+      size_t c = next[e];
+      if (depth[c] == SIZE_MAX || depth[c] < depth[p] + 1) depth[c] = depth[p] + 1;
+      if (--waits[c] == 0) queue[qn++] = c;
+    }
+  }
+  for (size_t i = 0; i < n; i++) /* calls on or behind a cycle: no depth */
+    if (waits[i]) depth[i] = SIZE_MAX;
+  rt_free(b->alloc, next);
+  rt_free(b->alloc, start);
+  return NULL;
 }
 
-/* The round's lead: the call whose function (and, under DEPTH, whose depth) the batch takes,
- * chosen by the policy among the ready calls ready[0..nready) (submission order) whose counts per
- * function are count[]. */
+/* Batching-aware placement of this run's outputs (docs/autobatch.md, "Gathers and copies").
+ * Under a depth schedule (the calls of one function and depth batch together) a batch's argument
+ * i comes from ONE earlier batch when the producers of argument i of the calls of each depth have
+ * one depth (an RNN step reads the previous step): their outputs stay in a tensor per batch, whose
+ * rows the consumers take as is (a view) or, when some calls dropped out, by an index array (a
+ * gather). Where the producers' depths differ (a tree level reads children of every height), the
+ * producers' outputs go to their function's arena instead, one tensor for the run, so that the
+ * batch still gathers from one tensor. A wrong prediction (another policy, a bound on the batch)
+ * costs copies, never results. */
+static rx_status plan_placement(rx_rt_batcher *b) {
+  size_t *cons = grow(b->alloc, b->consumer, sizeof *cons * (b->ncalls ? b->ncalls : 1));
+  if (!cons) return rt_oom("the batch plan", sizeof *cons * b->ncalls);
+  b->consumer = cons;
+  for (size_t i = 0; i < b->ncalls; i++) cons[i] = SIZE_MAX;
+  for (size_t u = 0; u < b->ncalls; u++) /* in index order: the first consumer */
+    for (size_t k = 0; k < b->calls[u].nargs && !b->calls[u].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[u].args[k];
+      if (!b->fns[b->calls[u].fn].shared[k] && !a->tensor && a->call < b->ncalls &&
+          cons[a->call] == SIZE_MAX)
+        cons[a->call] = u;
+    }
+  for (size_t f = 0; f < b->nfns; f++) b->fns[f].use_arena = b->fns[f].ordered = false;
+  /* under ONE nothing batches: no batch to plan for (a single call's output in an arena would
+   * cost its unbatched readers a copy of the row) */
+  if (b->no_plan || !b->ncalls || b->policy == RX_RT_BATCH_ONE) return NULL;
+  for (size_t f = 0; f < b->nfns; f++) b->fns[f].ordered = true; /* until producers mix depths */
+  size_t n = b->ncalls, *depth = b->depth;                       /* this run's (call_depths) */
+  size_t *seen = rt_alloc(b->alloc, sizeof *seen * n * 2);
+  if (!seen) return rt_oom("the batch plan", sizeof *seen * n * 2);
+  size_t *seen_fn = seen + n; /* by consumer depth: a producer's depth, fn */
+  for (size_t f = 0; f < b->nfns; f++)
+    for (size_t i = 0; i < b->fns[f].nparams; i++) {
+      if (b->fns[f].shared[i]) continue;
+      for (size_t k = 0; k < n; k++) seen[k] = SIZE_MAX;
+      for (size_t u = 0; u < n; u++) {
+        const ab_call *c = &b->calls[u];
+        const rx_rt_batch_arg *a = &c->args[i];
+        if (c->done || c->fn != f || depth[u] >= n || a->tensor || a->call >= n ||
+            b->calls[a->call].done || depth[a->call] >= n)
+          continue;
+        size_t pf = b->calls[a->call].fn;
+        if (seen[depth[u]] == SIZE_MAX) {
+          seen[depth[u]] = depth[a->call];
+          seen_fn[depth[u]] = pf;
+        } else if (seen[depth[u]] != depth[a->call] || seen_fn[depth[u]] != pf) {
+          b->fns[pf].ordered = b->fns[seen_fn[depth[u]]].ordered = false;
+        }
+      }
+    }
+  for (size_t f = 0; f < b->nfns; f++)
+    b->fns[f].use_arena = !b->fns[f].ordered && b->fns[f].gather && !b->no_gather;
+  rt_free(b->alloc, seen);
+  return NULL;
+}
+
+/* The round's lead: the call whose function (and, under DEPTH, whose depth: this run's
+ * call_depths, b->depth) the batch takes, chosen by the policy among the ready calls
+ * ready[0..nready) (submission order) whose counts per function are count[]. */
 static size_t pick_lead(rx_rt_batcher *b, const size_t *ready, size_t nready, const size_t *count) {
   if (b->policy == RX_RT_BATCH_ONE || b->policy == RX_RT_BATCH_ROUNDS) return ready[0];
   if (b->policy == RX_RT_BATCH_DEPTH) {
     size_t lead = ready[0];
     for (size_t k = 1; k < nready; k++)
-      if (call_depth(b, ready[k]) < call_depth(b, lead)) lead = ready[k];
+      if (b->depth[ready[k]] < b->depth[lead]) lead = ready[k];
     return lead;
   }
   size_t f = rt_abp_choose(b->policy, &b->fsm, count, b->nfns, b->calls[ready[0]].fn);
@@ -635,7 +1031,6 @@ static rx_status run_round(rx_rt_batcher *b, size_t first, size_t *ready, size_t
     if (!b->calls[i].done && ready_call(b, &b->calls[i])) {
       ready[nready++] = i;
       count[b->calls[i].fn]++;
-      call_depth(b, i);
     }
   if (!nready) return cycle(b);
   size_t lead = pick_lead(b, ready, nready, count), g = 0;
@@ -661,13 +1056,20 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   size_t *batch = rt_alloc(b->alloc, sizeof *batch * n),
          *ready = rt_alloc(b->alloc, sizeof *ready * n);
   size_t *count = rt_alloc(b->alloc, sizeof *count * nf);
-  size_t cap = b->depth_cap;
-  if (batch && ready && count && rt_grow(b->alloc, (void **)&b->depth, &cap, n, sizeof *b->depth)) {
-    memset(b->depth + b->depth_cap, 0, sizeof *b->depth * (cap - b->depth_cap));
-    b->depth_cap = cap;
-  } else {
-    st = rt_oom("a batch", sizeof *batch * n);
+  size_t *depth = grow(b->alloc, b->depth, sizeof *depth * n);
+  if (depth) b->depth = depth;
+  if (!batch || !ready || !count || !depth) st = rt_oom("a batch", sizeof *batch * n);
+  for (size_t f = 0; f < b->nfns; f++) { /* this run's arenas (earlier outputs keep theirs) */
+    b->fns[f].pending = 0;
+    for (size_t o = 0; o < AB_MAX_OUTS; o++) {
+      rx_rt_tensor_release(b->fns[f].arena[o].t);
+      b->fns[f].arena[o] = (ab_arena){NULL, 0};
+    }
   }
+  for (size_t i = 0; i < b->ncalls; i++)
+    if (!b->calls[i].done) b->fns[b->calls[i].fn].pending++;
+  if (!st) st = call_depths(b, b->depth); /* for the DEPTH policy and the plan */
+  if (!st) st = plan_placement(b);
   size_t first = 0; /* calls before it are done */
   while (!st) {
     while (first < b->ncalls && b->calls[first].done) first++;
@@ -797,7 +1199,7 @@ rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
     return base_status_make(RX_ERR_INVALID, "batcher: call %zu has %zu outputs, not %zu", call,
                             c->nouts, output + 1);
   ab_out *o = &c->outs[output];
-  if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, &o->own));
+  if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, false, &o->own));
   *out_tensor = o->own;
   return NULL;
 }

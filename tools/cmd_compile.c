@@ -250,14 +250,23 @@ static bool dump_step_known(const char *step) {
   return false;
 }
 
-/* --batch FN[:SHARED,...][@MAX]: adds FN_batched (passes/batch_fn.c), with the fact
- * batch <= MAX when given; false after printing why not */
+/* --batch FN[:SHARED,...][@MAX][,gather] (or @gather): adds FN_batched (passes/batch_fn.c),
+ * with the fact batch <= MAX when given, and with gather also FN_batched_gather, its index-array
+ * form; false after printing why not */
 static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
   char *copy = base_strdup(spec), *at = strchr(copy, '@'), *colon = strchr(copy, ':');
   const char *shared[64];
   size_t n = 0;
   long long max = 0;
-  bool max_ok = !at || cli_parse_int(at + 1, 1, INT64_MAX, &max);
+  bool gather = false;
+  if (at) {
+    char *g = !strcmp(at + 1, "gather") ? at + 1 : strstr(at + 1, ",gather");
+    if (g && !strcmp(g + (*g == ','), "gather")) {
+      gather = true;
+      *g = '\0';
+    }
+  }
+  bool max_ok = !at || (gather && !at[1]) || cli_parse_int(at + 1, 1, INT64_MAX, &max);
   if (at) *at = '\0';
   if (colon) {
     *colon = '\0';
@@ -267,8 +276,14 @@ static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
   char name[256];
   snprintf(name, sizeof name, "%s_batched", copy);
   rx_status st =
-      !max_ok ? base_status_make(RX_ERR_INVALID, "--batch %s: expected @MAX, an integer >= 1", spec)
+      !max_ok ? base_status_make(RX_ERR_INVALID,
+                                 "--batch %s: expected @MAX, an integer >= 1, and/or gather", spec)
               : rx_batch_function(m, copy, shared, n, max, name);
+  if (!st && gather) {
+    char gname[300];
+    snprintf(gname, sizeof gname, "%s_gather", name);
+    st = rx_batch_function_gather(m, copy, shared, n, max, gname);
+  }
   free(copy);
   if (!st) return true;
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(st));

@@ -101,9 +101,9 @@ static const rx_cli_flag compile_flags[] = {
     {"--dump-after", NULL, "STEP", "print the module after STEP (or after every step: all)",
      drv_compile_step_names},
     {"--time-passes", NULL, NULL, "print a table of the time of each step on stderr", NULL},
-    {"--batch", NULL, "FN[:SHARED,...][@MAX]",
-     "add FN_batched, FN over a leading batch dim (at most MAX); SHARED params stay unbatched "
-     "(repeatable)",
+    {"--batch", NULL, "FN[:SHARED,...][@MAX][,gather]",
+     "add FN_batched, FN over a leading batch dim (at most MAX); SHARED params stay unbatched; "
+     "gather: also FN_batched_gather, its index-array form (repeatable)",
      NULL},
     {"--no-fuse", NULL, NULL, "skip operator fusion (one kernel per operator)", NULL},
     {"--no-nvrtc", NULL, NULL,

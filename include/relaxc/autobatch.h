@@ -7,10 +7,13 @@
  * batcher then repeatedly takes every ready call of one function (all of its dependencies done;
  * which function first is the policy's choice: rx_rt_batcher_set_policy)
  * whose shared arguments are the same tensors and whose batched arguments have the same shapes,
- * stacks their batched arguments along a new leading axis (device copies; none where the calls
- * take the rows of one earlier batch's output in order), makes ONE call of the function's batched
- * form (rx_batch_function, relaxc compile --batch FN:SHARED) and gives each call its row of the
- * outputs. A tree runs depth by depth, an RNN step by step over the sequences still running.
+ * stacks their batched arguments along a new leading axis, makes ONE call of the function's
+ * batched form (rx_batch_function, relaxc compile --batch FN:SHARED) and gives each call its row
+ * of the outputs. A tree runs depth by depth, an RNN step by step over the sequences still
+ * running. Stacking is a device copy unless the batch's arguments are rows 0..G-1 of one earlier
+ * output (a view: the memory planning places outputs in their readers' order), or rows of one
+ * earlier output or one caller's tensor for every call, passed to the function's index-array
+ * form (rx_batch_function_gather) with an index array (a gather: docs/autobatch.md).
  *
  * Conventions as in relaxc/runtime.h: statuses name what failed; out-parameters are zeroed first;
  * host memory comes from the artifact device's allocator; one thread at a time. */
@@ -104,11 +107,26 @@ typedef struct rx_rt_batcher_stats {
   size_t max_batch;     /* the largest batch */
   size_t launches;      /* calls of functions made by the batcher (batched or not): the metric
                            ED-Batch minimizes */
-  size_t copies;        /* device copies the batcher made to stack operands / split outputs */
+  size_t copies;        /* device copies the batcher made to stack operands / split outputs (not
+                           rx_rt_batcher_output's, made on the caller's request) */
   size_t copy_bytes;    /* their bytes */
   size_t views;         /* operands passed as a view of an earlier output instead of a copy */
   size_t gathers;       /* operands passed as an index array into a fused-gather form */
 } rx_rt_batcher_stats;
+/* Whether the batcher may pass scattered rows of earlier outputs to the index-array form of a
+ * function (rx_batch_function_gather, relaxc compile --batch FN:SHARED@N,gather: the artifact's
+ * "<batched_fn>_gather") instead of copying them (default: on, where the artifact has the form).
+ * Off: every batch uses batched_fn and its operands are copied as before. */
+RX_API rx_status rx_rt_batcher_set_gather(rx_rt_batcher *b, bool on);
+
+/* Whether the batcher plans where outputs go from the depth schedule of the calls submitted
+ * (default: on): a function whose batches read their operands from one earlier batch (a chain)
+ * gets each batch's outputs in the order of their readers, so the next batch takes its operands
+ * as a view (no copy); a function whose batches read outputs of batches of several depths (a
+ * tree) gets an arena per output, one tensor for the run, so that the next batch gathers its
+ * operands from one tensor (with the gather form). Off: outputs in batch order, a tensor each. */
+RX_API rx_status rx_rt_batcher_set_planning(rx_rt_batcher *b, bool on);
+
 RX_API void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats);
 
 #ifdef __cplusplus

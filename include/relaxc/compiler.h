@@ -226,6 +226,13 @@ RX_API const rx_sinfo *rx_var_sinfo(const rx_var *v);
  * Run it before drv_compile. */
 RX_API rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared,
                                    size_t nshared, int64_t max_batch, const char *out_name);
+/* The same in the index-array (fused gather) form: each batched parameter x: T[...] becomes
+ * pool_x: T[rows_x, ...] and idx_x: i32[batch] (next to each other, in x's place), and the body
+ * starts with x = take(pool_x, idx_x, axis=0), which fusion puts inside the kernels reading x.
+ * The runtime batcher (relaxc/autobatch.h) uses out_name "<batched>_gather" to pass scattered
+ * rows of an earlier output as that output and an index array instead of copying them. */
+RX_API rx_status rx_batch_function_gather(rx_module *m, const char *fn, const char *const *shared,
+                                          size_t nshared, int64_t max_batch, const char *out_name);
 
 /* ---- tensor programs ----
  * Parameters first (inputs, then `out` buffers, scalars anywhere), then statements. Loops and

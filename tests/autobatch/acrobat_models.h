@@ -273,6 +273,12 @@ static inline rx_status ab_copy(rx_rt_device *d, rx_rt_tensor *t, rx_rt_tensor *
                                 rx_rt_tensor_bytes(t));
 }
 
+/* Set to run the batchers below with the gather path off (rx_rt_batcher_set_gather: operands
+ * stacked by copies, as without an index-array form in the artifact) or the memory planning off
+ * (rx_rt_batcher_set_planning: outputs in batch order, a tensor each); both: the batcher as it
+ * was before issue 36. */
+static bool ab_no_gather, ab_no_plan;
+
 /* The FSM policy's table kept across runs: the first run under RX_RT_BATCH_FSM trains it (on its
  * own calls) and saves it here, later runs of the same model load it (ED-Batch trains once per
  * model); ab_fsm_forget() before another model. */
@@ -306,6 +312,8 @@ static inline rx_status ab_forest_batched_p(rx_rt_artifact *a, const ab_forest *
   if (!st) st = rx_rt_batcher_set_policy(b, p);
   if (!st && ab_min_batch) st = rx_rt_batcher_set_min_batch(b, ab_min_batch);
   if (!st) st = rx_rt_batcher_add_function(b, "tree_cell", "tree_cell_batched", shared, 9);
+  if (!st) st = rx_rt_batcher_set_gather(b, !ab_no_gather);
+  if (!st) st = rx_rt_batcher_set_planning(b, !ab_no_plan);
   for (int i = 0; i < f->n && !st; i++) {
     rx_rt_batch_arg args[9] = {{0}};
     int l = f->left[i], r = f->right[i];
@@ -383,6 +391,8 @@ static inline rx_status ab_seqs_batched_p(rx_rt_artifact *a, const ab_seqs *q, c
   if (!st) st = rx_rt_batcher_set_policy(b, p);
   if (!st && ab_min_batch) st = rx_rt_batcher_set_min_batch(b, ab_min_batch);
   if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", shared, 6);
+  if (!st) st = rx_rt_batcher_set_gather(b, !ab_no_gather);
+  if (!st) st = rx_rt_batcher_set_planning(b, !ab_no_plan);
   size_t last[AB_MAX_SEQS], k = 0;
   for (int s = 0; s < q->n && !st; s++)
     for (int t = 0; t < q->len[s] && !st; t++) {

@@ -8,7 +8,9 @@
  * rules (broadcast of a batched vector, softmax, sum with keepdims, permute by default, matmul of
  *      two batched operands, of a shared 3-D operand by a batched vector and of a shared matrix by
  *      a batched matrix, reshape, max over all axes, strided_slice, expand_dims, squeeze by
- *      default, concat), its batched call over 3 inputs equal to 3 calls of the original; errors
+ *      default, concat), its batched call over 3 inputs equal to 3 calls of the original, and
+ *      its index-array form (rx_batch_function_gather) over the same rows reversed equal to the
+ *      batched call's rows reversed; errors
  *      that name the op, the binding and the function.
  *   2. A TreeLSTM (hidden 64) over 16 random parse trees of 1..30 leaves (seeded): through the
  *      batcher (one launch per tree level: as many as the tallest tree's height + 1, the
@@ -18,6 +20,11 @@
  *      to 4 calls (`batch <= 4`): one batched call per step but two for the first (5 sequences),
  *      101 launches (17 batched; a round of one call runs the unbatched cell), equal to the
  *      per-sequence runs and the reference.
+ *   Both models run twice through the batcher: the gather path (the cells' index-array forms,
+ *      rx_batch_function_gather: rows of earlier outputs passed as a pool and an index array) and
+ *      the copy path (rx_rt_batcher_set_gather off): equal within 1e-6, the same batches, gathers
+ *      only on the gather path and fewer copy bytes there; and an LSTM over lengths 2, 1, 3 with
+ *      its copies, copy bytes, gathers and views counted exactly on both paths.
  *   4. The batcher's errors: an unknown function, a dependency on a call never submitted or on an
  *      output a call does not have, a cycle, a wrong dtype or rank at submit, a wrong shape at run.
  *
@@ -93,6 +100,10 @@ static rx_module *make_module(const char *tree, const char *lstm) {
   for (size_t i = 0; ok && i < RX_ARRAY_LEN(jobs); i++) {
     rx_status st =
         rx_batch_function(m, jobs[i].fn, jobs[i].shared, jobs[i].n, jobs[i].max, jobs[i].out);
+    char gname[64]; /* the cells' index-array forms (the batcher's gather path) */
+    snprintf(gname, sizeof gname, "%s_gather", jobs[i].out);
+    if (!st)
+      st = rx_batch_function_gather(m, jobs[i].fn, jobs[i].shared, jobs[i].n, jobs[i].max, gname);
     CHECK_MSG(!st, "batch %s: %s", jobs[i].fn, rx_status_message(st));
     ok = !st;
     rx_status_free(st);
@@ -116,6 +127,11 @@ static void check_signatures(rx_module *m) {
       ("graph_fn mix_batched(x: f32[batch, 3, 4], v: f32[batch, 4], m: f32[2, 3, 4], ms: f32[3, "
        "3]) -> f32[batch, 44] where 1 <= batch {"),
       "split(g, sections=4, axis=1)",
+      ("graph_fn lstm_cell_batched_gather(pool_x: f32[rows_x, 64], idx_x: i32[batch], pool_h: "
+       "f32[rows_h, 64], idx_h: i32[batch], pool_c: f32[rows_c, 64], idx_c: i32[batch], wx: "
+       "f32[64, 256], wh: f32[64, 256], b: f32[256]) -> (f32[batch, 64], f32[batch, 64]) where 1 "
+       "<= rows_x, 1 <= rows_h, 1 <= rows_c, 1 <= batch, batch <= 4 {"),
+      "x: f32[batch, 64] = take(pool_x, idx_x, axis=0)",
   };
   for (size_t i = 0; i < RX_ARRAY_LEN(want); i++)
     CHECK_MSG(text && strstr(text, want[i]), "the module lacks '%s':\n%s", want[i],
@@ -234,6 +250,28 @@ static void run_mix(rx_rt_device *d, rx_rt_artifact *a) {
   if (!st) st = rx_rt_vm_call(a, "mix_batched", t, 4, &res);
   if (!st) st = rx_rt_tensor_read(rx_rt_value_tensor(res), got, sizeof got);
   rx_rt_value_release(res);
+  /* the index-array form over the same pools, the rows reversed: row i is mix_batched's B-1-i */
+  int32_t rev[B] = {2, 1, 0};
+  int64_t bs[1] = {B};
+  float ggot[B * NOUT];
+  rx_rt_tensor *idx = NULL;
+  res = NULL;
+  if (!st) st = rx_rt_tensor_from_host(d, RX_DTYPE_I32, 1, bs, rev, &idx);
+  rx_rt_tensor *g[6] = {t[0], idx, t[1], idx, t[2], t[3]};
+  if (!st) st = rx_rt_vm_call(a, "mix_batched_gather", g, 6, &res);
+  if (!st) st = rx_rt_tensor_read(rx_rt_value_tensor(res), ggot, sizeof ggot);
+  rx_rt_value_release(res);
+  rx_rt_tensor_release(idx);
+  double gworst = 0;
+  for (int i = 0; i < B && !st; i++)
+    for (int j = 0; j < NOUT; j++) {
+      double e = fabs((double)ggot[i * NOUT + j] - got[(B - 1 - i) * NOUT + j]);
+      gworst = isnan(e) ? INFINITY : fmax(gworst, e);
+    }
+  if (!st) {
+    printf("mix: the index-array form, rows reversed, vs the batched form: %.3g\n", gworst);
+    CHECK_MSG(gworst <= 1e-6, "mix_batched_gather differs by %g", gworst);
+  }
   double worst = 0;
   for (int i = 0; i < B && !st; i++) {
     rx_rt_tensor *one[4] = {0, 0, t[2], t[3]};
@@ -281,6 +319,109 @@ static void release_all(rx_rt_tensor **t, int n) {
   free(t);
 }
 
+/* The batcher's memory paths (acrobat_models.h's switches): neither (as before issue 36), the
+ * gather path only, the planning only, both (the default). */
+enum { MEM_NONE, MEM_GATHER, MEM_PLAN, MEM_BOTH };
+static const char *const mem_names[] = {"neither", "gather only", "planning only", "both"};
+static void set_paths(int k) {
+  ab_no_gather = !(k & MEM_GATHER);
+  ab_no_plan = !(k & MEM_PLAN);
+}
+
+/* The default paths (hb, stats) against the others (hc[MEM_NONE..MEM_PLAN], copied[...]) on one
+ * model: the same results within 1e-6 and the same batches; by default fewer copy bytes than
+ * with neither path and more operands passed without a copy (views and gathers). */
+static void check_paths(const char *model, rx_rt_tensor **hb, rx_rt_tensor ***hc, int n,
+                        const rx_rt_batcher_stats *stats, const rx_rt_batcher_stats *copied) {
+  double *zero = calloc((size_t)n * AB_H, sizeof *zero);
+  printf("%s: both paths: %zu copies (%zu bytes), %zu views, %zu gathers\n", model, stats->copies,
+         stats->copy_bytes, stats->views, stats->gathers);
+  for (int k = MEM_NONE; k <= MEM_PLAN; k++) {
+    double e = 0, unused = 0;
+    const rx_rt_batcher_stats *c = &copied[k];
+    if (compare(hb, hc[k], zero, n, &e, &unused)) {
+      printf("%s: %s: %zu copies (%zu bytes), %zu views, %zu gathers; results differ by %.3g\n",
+             model, mem_names[k], c->copies, c->copy_bytes, c->views, c->gathers, e);
+      CHECK_MSG(e <= 1e-6, "%s: both paths vs %s: %g", model, mem_names[k], e);
+    }
+    CHECK_MSG(stats->batched_calls == c->batched_calls && stats->launches == c->launches &&
+                  stats->calls == c->calls,
+              "%s: %zu/%zu batches, %zu/%zu launches (%s)", model, stats->batched_calls,
+              c->batched_calls, stats->launches, c->launches, mem_names[k]);
+    CHECK_MSG(!(k & MEM_GATHER) ? c->gathers == 0 : true, "%s: %zu gathers without the gather path",
+              model, c->gathers);
+  }
+  free(zero);
+  const rx_rt_batcher_stats *none = &copied[MEM_NONE];
+  CHECK_MSG(stats->copy_bytes < none->copy_bytes, "%s: copy bytes %zu, not below %zu", model,
+            stats->copy_bytes, none->copy_bytes);
+  CHECK_MSG(stats->views + stats->gathers > none->views + none->gathers,
+            "%s: %zu views and gathers, not above %zu", model, stats->views + stats->gathers,
+            none->views + none->gathers);
+}
+
+/* The exact counts of a known case: an LSTM over lengths 2, 1, 3 (calls 0-1, 2, 3-5), one round
+ * per step: batches [0, 2, 3] and [1, 4], then call 5 alone, which runs the unbatched cell
+ * (run_single: a round of fewer than min batch 2 calls); rows of 256 bytes; x's are tensors of
+ * the caller's, one a step. 3 launches on every path.
+ * Neither path: step 0 stacks 3 x's (3 copies) and the zero state 3 times for h and c (a copy and
+ * 2 doublings each), splits (h, c) (2 copies): 11 copies of 15 rows; step 1: 2 x's, h and c are
+ * rows 0 and 2 of step 0's outputs (2 copies each), split 2: 8 copies of 10 rows; step 2: call 5
+ * takes x as is, h and c (row 1 of step 1's outputs) as tensors of their own (a copy each), and
+ * its two outputs are copied out of the VM's storage (a copy each): 4 copies of 4 rows. 23
+ * copies of 29 rows.
+ * Gather only (steps 0 and 1 take the index-array form): step 0: 3 x's, the zero state a gather
+ * for h and c, split 2: 5 copies of 9 rows, 2 gathers; step 1: 2 x's, 2 gathers, split 2: 4 of
+ * 6 rows; step 2 as above, 4 of 4 rows. 13 copies of 19 rows, 4 gathers.
+ * Planning only: the outputs in consumer order (step 0: calls 0, 3, then 2, which nobody reads:
+ * 3 runs of a row per output; step 1: call 4, then 1), so step 1 takes h and c as views: 15 + 6
+ * + 4 = 25 copies of 25 rows, 2 views (call 5 alone takes row 0 as a tensor of its own: a copy).
+ * Both: step 0 gathers the zero state (3 x copies and 6 split runs: 9 copies of 9 rows), steps 1
+ * and 2 as planning only: 9 + 6 + 4 = 19 copies of 19 rows, 2 views, 2 gathers.
+ * (Before the batcher ran a lone call unbatched, step 2 was a batch of one: 5, 3, 3 and 3 copies
+ * there, the last two with 2 views or 3 gathers: 24/30, 11/17 with 7 gathers, 24/24 with 4 views,
+ * 18/18 with 4 views and 2 gathers.) */
+static void exact_counts(rx_rt_device *d, rx_rt_artifact *a) {
+  const int lens[] = {2, 1, 3};
+  static const struct {
+    size_t copies, rows, views, gathers;
+  } want[4] = {{23, 29, 0, 0}, {13, 19, 0, 4}, {25, 25, 2, 0}, {19, 19, 2, 2}};
+  ab_seqs q;
+  ab_seqs_make(&q, 1804, lens, 3);
+  ab_weights w;
+  ab_inputs in;
+  rx_status st = ab_weights_make(d, 1805, 2, AB_LSTM_GATES, &w);
+  if (!st) st = ab_inputs_seqs(d, &q, &in);
+  rx_rt_tensor **hs = calloc((size_t)q.n, sizeof *hs);
+  if (!st) st = ab_seqs_single(a, &q, &w, &in, hs);
+  double ref[3 * AB_H];
+  if (!st) ab_ref_seqs(&w, &q, ref);
+  for (int k = MEM_NONE; k <= MEM_BOTH && ok_status(st, "LSTM 2, 1, 3"); k++) {
+    rx_rt_tensor **hb = calloc((size_t)q.n, sizeof *hb);
+    rx_rt_batcher_stats c;
+    set_paths(k);
+    st = ab_seqs_batched(a, &q, &w, &in, hb, &c);
+    double e = 0, r = 0;
+    if (ok_status(st, "LSTM 2, 1, 3") && compare(hb, hs, ref, q.n, &e, &r)) {
+      printf("LSTM 2, 1, 3, %s: vs one at a time %.3g, vs double %.3g; %zu copies (%zu bytes), "
+             "%zu views, %zu gathers\n",
+             mem_names[k], e, r, c.copies, c.copy_bytes, c.views, c.gathers);
+      CHECK_MSG(e <= 2e-5 && r <= 1e-4, "LSTM 2, 1, 3, %s: %g, %g", mem_names[k], e, r);
+      CHECK_MSG(c.launches == 3 && c.copies == want[k].copies &&
+                    c.copy_bytes == want[k].rows * 256 && c.views == want[k].views &&
+                    c.gathers == want[k].gathers,
+                "LSTM 2, 1, 3, %s: %zu launches, %zu copies of %zu bytes, %zu views, %zu gathers",
+                mem_names[k], c.launches, c.copies, c.copy_bytes, c.views, c.gathers);
+    }
+    release_all(hb, q.n);
+  }
+  set_paths(MEM_BOTH);
+  release_all(hs, q.n);
+  ab_inputs_free(&in);
+  ab_weights_free(&w);
+  ab_seqs_free(&q);
+}
+
 static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   ab_forest *f = malloc(sizeof *f);
   bool made = ab_forest_make(f, 18, 16, 30);
@@ -290,10 +431,18 @@ static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   rx_status st = ab_weights_make(d, 1801, 3, AB_TREE_GATES, &w);
   if (!st) st = ab_inputs_forest(d, f, &in);
   rx_rt_tensor **hb = calloc((size_t)f->n, sizeof *hb), **hs = calloc((size_t)f->n, sizeof *hs);
-  rx_rt_batcher_stats stats;
+  rx_rt_tensor **hc[3] = {0};
+  rx_rt_batcher_stats stats, copied[3];
+  for (int k = 0; k < 3 && !st; k++) { /* neither path, gather only, planning only (MEM_*) */
+    hc[k] = calloc((size_t)f->n, sizeof *hc[k]);
+    set_paths(k);
+    st = ab_forest_batched(a, f, &w, &in, hc[k], &copied[k]);
+  }
+  set_paths(MEM_BOTH);
   if (!st) st = ab_forest_batched(a, f, &w, &in, hb, &stats);
   if (!st) st = ab_forest_single(a, f, &w, &in, hs);
   if (ok_status(st, "TreeLSTM")) {
+    check_paths("TreeLSTM", hb, hc, f->n, &stats, copied);
     int leaves = 0;
     for (int i = 0; i < f->n; i++) leaves += f->left[i] < 0;
     double *ref = malloc(sizeof *ref * (size_t)f->n * AB_H), e_ab = 0, e_ref = 0, e_sref = 0;
@@ -317,6 +466,7 @@ static void run_tree(rx_rt_device *d, rx_rt_artifact *a) {
   }
   release_all(hb, f->n);
   release_all(hs, f->n);
+  for (int k = 0; k < 3; k++) release_all(hc[k], f->n);
   ab_inputs_free(&in);
   ab_weights_free(&w);
   free(f->x);
@@ -332,10 +482,18 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
   rx_status st = ab_weights_make(d, 1803, 2, AB_LSTM_GATES, &w);
   if (!st) st = ab_inputs_seqs(d, &q, &in);
   rx_rt_tensor **hb = calloc((size_t)q.n, sizeof *hb), **hs = calloc((size_t)q.n, sizeof *hs);
-  rx_rt_batcher_stats stats;
+  rx_rt_tensor **hc[3] = {0};
+  rx_rt_batcher_stats stats, copied[3];
+  for (int k = 0; k < 3 && !st; k++) {
+    hc[k] = calloc((size_t)q.n, sizeof *hc[k]);
+    set_paths(k);
+    st = ab_seqs_batched(a, &q, &w, &in, hc[k], &copied[k]);
+  }
+  set_paths(MEM_BOTH);
   if (!st) st = ab_seqs_batched(a, &q, &w, &in, hb, &stats);
   if (!st) st = ab_seqs_single(a, &q, &w, &in, hs);
   if (ok_status(st, "LSTM")) {
+    check_paths("LSTM", hb, hc, q.n, &stats, copied);
     double ref[5 * AB_H], e_ab = 0, e_ref = 0, e_sref = 0;
     ab_ref_seqs(&w, &q, ref);
     if (compare(hb, hs, ref, q.n, &e_ab, &e_ref) && compare(hs, hb, ref, q.n, &e_ab, &e_sref)) {
@@ -354,6 +512,7 @@ static void run_rnn(rx_rt_device *d, rx_rt_artifact *a) {
   }
   release_all(hb, q.n);
   release_all(hs, q.n);
+  for (int k = 0; k < 3; k++) release_all(hc[k], q.n);
   ab_inputs_free(&in);
   ab_weights_free(&w);
   ab_seqs_free(&q);
@@ -460,6 +619,7 @@ int main(int argc, char **argv) {
       run_mix(vk.dev, a);
       run_tree(vk.dev, a);
       run_rnn(vk.dev, a);
+      exact_counts(vk.dev, a);
       batcher_errors(vk.dev, a);
     }
     rx_rt_artifact_release(a);

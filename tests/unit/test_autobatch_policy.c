@@ -1,5 +1,7 @@
 /* The batcher's policies (issue 36, runtime/autobatch_policy.c): rounds, depth (ACRoBat), agenda
- * (DyNet), the Q-learned FSM (ED-Batch) and one call at a time, on Vulkan (lavapipe in CI).
+ * (DyNet), the Q-learned FSM (ED-Batch) and one call at a time, on Vulkan (lavapipe in CI), with
+ * the batcher's memory paths on (the cells' index-array forms are compiled: the gather path and
+ * the memory planning, runtime/autobatch.c).
  *
  *   1. Every policy on a TreeLSTM forest (16 random trees of 1..30 leaves), an LSTM over lengths
  *      1, 7, 16, 17, 100 and an LSTM straggler (lengths 100 and 3): outputs equal to the ONE
@@ -7,6 +9,9 @@
  *      tests/autobatch/acrobat_models.h without the batcher within 1e-6 and to the double
  *      reference within 1e-4; launches exact: ONE one per call, the others height + 1 on the
  *      forest and the longest length on the LSTMs (rounds of one call run the unbatched cell).
+ *      Each policy again with the gather path and the planning off: the same outputs (1e-6) and
+ *      launches, no gathers, and no fewer copy bytes; on the forest under DEPTH (the schedule
+ *      the plan predicts) strictly fewer with the paths on, and gathers.
  *   2. Across functions: zero-started LSTM sequences submitted first, then a forest whose roots
  *      start more LSTM sequences of the same length. ROUNDS runs the first ready call's function,
  *      so the early sequences run before the trees and the late ones after: L + H + 1 + L
@@ -52,7 +57,8 @@ static char *read_model(const char *tests, const char *name) {
   return text;
 }
 
-/* Both cells and their batched forms (at most 1024 calls a batch), compiled for Vulkan. */
+/* Both cells, their batched forms (at most 1024 calls a batch) and the batched forms' index-array
+ * forms (the batcher's gather path), compiled for Vulkan. */
 static unsigned char *compile_cells(const char *tests, const rxk_backend *vk, size_t *len) {
   char *tree = read_model(tests, "tree_cell.rx"), *lstm = read_model(tests, "lstm_cell.rx");
   unsigned char *bytes = NULL;
@@ -68,7 +74,13 @@ static unsigned char *compile_cells(const char *tests, const rxk_backend *vk, si
     ok = ok_status(rx_batch_function(m, "tree_cell", tree_shared, 4, 1024, "tree_cell_batched"),
                    "batch tree_cell") &&
          ok_status(rx_batch_function(m, "lstm_cell", lstm_shared, 3, 1024, "lstm_cell_batched"),
-                   "batch lstm_cell");
+                   "batch lstm_cell") &&
+         ok_status(rx_batch_function_gather(m, "tree_cell", tree_shared, 4, 1024,
+                                            "tree_cell_batched_gather"),
+                   "gather tree_cell") &&
+         ok_status(rx_batch_function_gather(m, "lstm_cell", lstm_shared, 3, 1024,
+                                            "lstm_cell_batched_gather"),
+                   "gather lstm_cell");
   rx_compile_options o = {.ntargets = 1};
   o.targets[0] = &vk->target;
   rx_compile_result r;
@@ -147,6 +159,39 @@ static void check_run(const char *model, rx_rt_batch_policy p, rx_rt_tensor **go
             rx_rt_batch_policy_name(p), s->launches, want_launches);
 }
 
+/* Policy p's run again with the gather path and the memory planning off (every operand stacked
+ * by copies, the outputs in batch order): the same results and launches as with them (got, s),
+ * and no fewer copy bytes: the plan predicts the DEPTH policy's batches, and under any other
+ * policy a wrong prediction may cost copies but never results. */
+static void check_copy_path(const char *model, rx_rt_batch_policy p, rx_rt_tensor **got,
+                            rx_rt_tensor **copied, int n, const rx_rt_batcher_stats *s,
+                            const rx_rt_batcher_stats *c) {
+  double e = diff_tensors(got, copied, n);
+  printf("%s, %-6s, copies only: %4zu launches, %5zu copies of %8zu bytes (with the memory paths "
+         "%zu bytes, %zu views, %zu gathers); vs the memory paths %.3g\n",
+         model, rx_rt_batch_policy_name(p), c->launches, c->copies, c->copy_bytes, s->copy_bytes,
+         s->views, s->gathers, e);
+  CHECK_MSG(e <= 1e-6, "%s, %s: the memory paths vs copies only: %g", model,
+            rx_rt_batch_policy_name(p), e);
+  CHECK_MSG(c->launches == s->launches && c->gathers == 0 && s->copy_bytes <= c->copy_bytes,
+            "%s, %s: copies only: %zu launches, %zu gathers, %zu copy bytes; with the memory "
+            "paths %zu launches, %zu copy bytes",
+            model, rx_rt_batch_policy_name(p), c->launches, c->gathers, c->copy_bytes, s->launches,
+            s->copy_bytes);
+}
+
+/* Runs the forest (f) or the sequences (q) under policy p with the gather path and the planning
+ * off, then back on. */
+static rx_status run_copies_only(rx_rt_artifact *a, const ab_forest *f, const ab_seqs *q,
+                                 const ab_weights *w, const ab_inputs *in, rx_rt_tensor **out,
+                                 rx_rt_batcher_stats *s, rx_rt_batch_policy p) {
+  ab_no_gather = ab_no_plan = true;
+  rx_status st =
+      f ? ab_forest_batched_p(a, f, w, in, out, s, p) : ab_seqs_batched_p(a, q, w, in, out, s, p);
+  ab_no_gather = ab_no_plan = false;
+  return st;
+}
+
 static void run_forest(rx_rt_device *d, rx_rt_artifact *a) {
   ab_fsm_forget();
   ab_forest *f = malloc(sizeof *f);
@@ -163,9 +208,23 @@ static void run_forest(rx_rt_device *d, rx_rt_artifact *a) {
     out[k] = calloc((size_t)f->n, sizeof *out[k]);
     rx_rt_batcher_stats s = {0};
     if (ok_status(st, "forest") &&
-        ok_status(ab_forest_batched_p(a, f, &w, &in, out[k], &s, all_policies[k]), "forest run"))
+        ok_status(ab_forest_batched_p(a, f, &w, &in, out[k], &s, all_policies[k]), "forest run")) {
       check_run("TreeLSTM", all_policies[k], out[k], out[0], single, ref, f->n, &s,
                 k == 0 ? (size_t)f->n : (size_t)f->max_height + 1);
+      rx_rt_tensor **copied = calloc((size_t)f->n, sizeof *copied);
+      rx_rt_batcher_stats c = {0};
+      if (ok_status(run_copies_only(a, f, NULL, &w, &in, copied, &c, all_policies[k]),
+                    "forest, copies only"))
+        check_copy_path("TreeLSTM", all_policies[k], out[k], copied, f->n, &s, &c);
+      /* the tree is where the plan gives arenas: fewer copy bytes under DEPTH, whose batches
+       * it predicts */
+      if (all_policies[k] == RX_RT_BATCH_DEPTH)
+        CHECK_MSG(s.copy_bytes < c.copy_bytes && s.gathers > 0,
+                  "TreeLSTM, depth: %zu copy bytes (%zu gathers), copies only %zu", s.copy_bytes,
+                  s.gathers, c.copy_bytes);
+      release_n(copied, f->n);
+      free(copied);
+    }
   }
   for (int k = 0; k < NPOL; k++) {
     release_n(out[k], f->n);
@@ -196,9 +255,16 @@ static void run_lstm(rx_rt_device *d, rx_rt_artifact *a, const char *model, cons
   for (int k = 0; k < NPOL; k++) {
     rx_rt_batcher_stats s = {0};
     if (ok_status(st, model) &&
-        ok_status(ab_seqs_batched_p(a, &q, &w, &in, out[k], &s, all_policies[k]), model))
+        ok_status(ab_seqs_batched_p(a, &q, &w, &in, out[k], &s, all_policies[k]), model)) {
       check_run(model, all_policies[k], out[k], out[0], single, ref, q.n, &s,
                 k == 0 ? (size_t)q.total : (size_t)q.max_len);
+      rx_rt_tensor *copied[AB_MAX_SEQS] = {0};
+      rx_rt_batcher_stats c = {0};
+      if (ok_status(run_copies_only(a, NULL, &q, &w, &in, copied, &c, all_policies[k]),
+                    "LSTM, copies only"))
+        check_copy_path(model, all_policies[k], out[k], copied, q.n, &s, &c);
+      release_n(copied, q.n);
+    }
   }
   if (nlens == 5 && !check_failed) { /* min_batch 5: only the first step (5 sequences) batches */
     rx_rt_batcher_stats s = {0};

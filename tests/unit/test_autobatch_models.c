@@ -1,0 +1,274 @@
+/* The models of issue 36 for the auto-batcher (docs/autobatch.md), each a cell of
+ * tests/autobatch/ given its batched form (rx_batch_function, as relaxc compile --batch), its calls
+ * submitted with their dependencies through the runtime batcher (relaxc/autobatch.h) and run
+ * batched and one call at a time on Vulkan (lavapipe in CI, under the validation layer); both runs
+ * are compared with each other and with a C double-precision reference written from the model's
+ * definition (tests/autobatch/MODEL_ref.h), every call's every output:
+ *   - chain: a GRU (hidden 64) over a ragged batch of sequences of lengths 1, 7, 33, 100;
+ *   - tree: an MV-RNN (n = 16: a vector and a matrix per node) over 16 random parse trees of
+ *     1..30 leaves;
+ *   - lattice: a 2-D grid RNN (hidden 32) over grids 1x1, 1x7, 33x3 and 10x10 (a cell waits on
+ *     the cells above and left of it: the batches are anti-diagonals);
+ *   - nested: an RNN over words of an RNN over each word's characters (two cell functions,
+ *     hidden 32) over sentences of 1, 7 and 33 words of 1..8 characters;
+ *   - early exit: 12 samples (8 tokens, model 32, 2 heads) through up to 6 transformer encoder
+ *     layers, each sample stopping after its own number of layers (drawn at random);
+ *   - and test_autobatch's TreeLSTM (4 trees) and LSTM (lengths 1, 7, 33) as call graphs
+ *     (tests/autobatch/acrobat_ref.h), as bench/autobatch_bench.c runs them.
+ * Tolerances: batched vs one at a time 2e-6 relative to max(1, |reference|) (float32: the
+ * batched kernels sum in another order; measured at most 9.8e-7), each vs the double reference
+ * 1e-5 (measured at most 1e-6). The number of batched calls is checked where the model fixes it:
+ * one per depth of the call graph (the chain's longest sequence, the tallest tree, the grids'
+ * anti-diagonals, the deepest sample), or one per depth of two calls or more.
+ * Every model runs batched under the policies rounds, depth, agenda and fsm (relaxc/autobatch.h),
+ * compiled with the batched forms' index-array forms (rx_batch_function_gather), so the batcher's
+ * gather path and memory planning are on: each run's checks as above.
+ *
+ * usage: test_autobatch_models TESTS_DIR */
+/* test-needs: runtime */
+#include "../autobatch/acrobat_ref.h"
+#include "../autobatch/encoder_ref.h"
+#include "../autobatch/grid_ref.h"
+#include "../autobatch/gru_ref.h"
+#include "../autobatch/mvrnn_ref.h"
+#include "../autobatch/nested_ref.h"
+#include "base/base.h"
+#include "check.h"
+#include "driver/driver.h"
+#include "ir/ir.h"
+#include "relaxc/compiler.h"
+#include "support_runtime.h"
+
+#include <stdio.h>
+
+#define BM_TOL_XY  2e-6
+#define BM_TOL_REF 1e-5
+
+/* The batching policies each model runs under (ONE, one call at a time through the batcher, is
+ * the unbatched run's twin and batches nothing); the gather path and the planning on. */
+enum { NPOL = 4 };
+static const rx_rt_batch_policy policies[NPOL] = {RX_RT_BATCH_ROUNDS, RX_RT_BATCH_DEPTH,
+                                                  RX_RT_BATCH_AGENDA, RX_RT_BATCH_FSM};
+
+/* The cells' files and the functions batched in them, with their shared (weight) parameters. */
+static const char *cell_files[] = {"gru_cell.rx",    "mvrnn_cell.rx",   "grid_cell.rx",
+                                   "nested_cell.rx", "encoder_cell.rx", "tree_cell.rx",
+                                   "lstm_cell.rx"};
+static const struct {
+  const char *fn, *out, *shared[16];
+  size_t n;
+} batched_fns[] = {
+    {"gru_cell", "gru_cell_batched", {"wx", "wh", "bx", "bh"}, 4},
+    {"mvrnn_cell", "mvrnn_cell_batched", {"w", "bias", "wm"}, 3},
+    {"grid_cell", "grid_cell_batched", {"wx", "wu", "wl", "b"}, 4},
+    {"char_cell", "char_cell_batched", {"wc", "uc", "bc"}, 3},
+    {"word_cell", "word_cell_batched", {"we", "ws", "uw", "bw"}, 4},
+    {"tree_cell", "tree_cell_batched", {"w", "ul", "ur", "b"}, 4},
+    {"lstm_cell", "lstm_cell_batched", {"wx", "wh", "b"}, 3},
+    {"encoder_cell",
+     "encoder_cell_batched",
+     {"wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "g1", "be1", "w1", "b1", "w2", "b2", "g2",
+      "be2"},
+     16},
+};
+
+static bool ok_status(rx_status s, const char *what) {
+  CHECK_MSG(!s, "%s: %s", what, rx_status_message(s));
+  rx_status_free(s);
+  return !s;
+}
+
+/* Every cell parsed into one module and batched (bound 1024); NULL after a failed check. */
+static rx_module *make_module(const char *tests) {
+  rx_strbuf all = {0};
+  bool ok = true;
+  for (size_t i = 0; ok && i < RX_ARRAY_LEN(cell_files); i++) {
+    char path[1024], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/autobatch/%s", tests, cell_files[i]);
+    ok = ok_status(base_read_file(path, &text, &len), path);
+    if (ok) base_strbuf_printf(&all, "%s\n", text);
+    free(text);
+  }
+  rx_module *m = rx_module_new();
+  rx_diag diag;
+  base_diag_init(&diag);
+  ok = ok && ir_parse_module(m, "models", all.data, all.len, &diag) && diag.errors == 0;
+  CHECK_MSG(ok, "parse: %s", rx_diag_text(&diag));
+  base_diag_free(&diag);
+  base_strbuf_free(&all);
+  for (size_t i = 0; ok && i < RX_ARRAY_LEN(batched_fns); i++) {
+    char what[128];
+    snprintf(what, sizeof what, "batch %s", batched_fns[i].fn);
+    ok = ok_status(rx_batch_function(m, batched_fns[i].fn, batched_fns[i].shared, batched_fns[i].n,
+                                     1024, batched_fns[i].out),
+                   what);
+    /* the index-array form too: the batcher's gather path and memory planning on every model */
+    char gname[96];
+    snprintf(gname, sizeof gname, "%s_gather", batched_fns[i].out);
+    ok = ok && ok_status(rx_batch_function_gather(m, batched_fns[i].fn, batched_fns[i].shared,
+                                                  batched_fns[i].n, 1024, gname),
+                         what);
+  }
+  if (ok) {
+    char *text = rx_module_to_text(m);
+    const char *want[] = {
+        "graph_fn gru_cell_batched(x: f32[batch, 64], h: f32[batch, 64], wx: f32[64, 192]",
+        "graph_fn mvrnn_cell_batched(a: f32[batch, 16], am: f32[batch, 16, 16]",
+        ") -> (f32[batch, 16], f32[batch, 16, 16])",
+        "graph_fn encoder_cell_batched(x: f32[batch, 8, 32], wq: f32[32, 32]",
+        "graph_fn char_cell_batched(c: f32[batch, 32]",
+        "graph_fn word_cell_batched(e: f32[batch, 32]",
+    };
+    for (size_t i = 0; i < RX_ARRAY_LEN(want); i++)
+      CHECK_MSG(text && strstr(text, want[i]), "the module lacks '%s'", want[i]);
+    rx_free(text);
+  }
+  if (!ok) {
+    rx_module_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+static unsigned char *compile(rx_module *m, const rxk_backend *vk, size_t *len) {
+  rx_compile_options o = {.ntargets = 1};
+  o.targets[0] = &vk->target;
+  rx_compile_result r;
+  memset(&r, 0, sizeof r);
+  rx_diag diag;
+  base_diag_init(&diag);
+  bool ok = drv_compile(m, &o, &diag, &r);
+  CHECK_MSG(ok, "compile: %s", rx_diag_text(&diag));
+  unsigned char *bytes = ok ? r.artifact : NULL;
+  *len = ok ? r.artifact_len : 0;
+  if (ok) r.artifact = NULL;
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
+  return bytes;
+}
+
+/* Runs g batched and one call at a time, compares both with each other and the reference, and
+ * checks the number of calls and, for a single-function model (by_depth), of batched calls: one
+ * per depth of the call graph (bm_levels), where want_levels > 0 that many. */
+static void run_model(const char *name, bm_graph *g, rx_rt_artifact *a, bool by_depth,
+                      int want_levels) {
+  if (!ok_status(g->st, name)) return;
+  rx_rt_tensor **xs = bm_outputs_new(g);
+  rx_status st = bm_run_single(g, a, xs);
+  int levels = 0, wide = 0;
+  bm_levels(g, &levels, &wide);
+  CHECK_MSG(want_levels <= 0 || levels == want_levels, "%s: %d depths, expected %d", name, levels,
+            want_levels);
+  for (int p = 0; p < NPOL && ok_status(st, name); p++) {
+    rx_rt_tensor **xb = bm_outputs_new(g);
+    rx_rt_batcher_stats stats = {0};
+    bm_policy = policies[p];
+    st = bm_run_batched(g, a, xb, &stats);
+    bm_policy = RX_RT_BATCH_ROUNDS;
+    double e_xy = 0, e_bref = 0, e_sref = 0, e_yx = 0;
+    size_t n = 0;
+    if (!st) st = bm_compare(g, xb, xs, &e_xy, &e_bref, &n);
+    if (!st) st = bm_compare(g, xs, xb, &e_yx, &e_sref, &n);
+    const char *pol = rx_rt_batch_policy_name(policies[p]);
+    if (ok_status(st, name)) {
+      printf("%s, %s: %d calls in %zu launches (%zu batched, largest %zu), %zu copies, %zu views, "
+             "%zu gathers, %zu values: batched vs one at a time %.3g, vs double %.3g (one at a "
+             "time vs double %.3g)\n",
+             name, pol, g->ncalls, stats.launches, stats.batched_calls, stats.max_batch,
+             stats.copies, stats.views, stats.gathers, n, e_xy, e_bref, e_sref);
+      CHECK_MSG(e_xy <= BM_TOL_XY, "%s, %s: batched vs one at a time: %g", name, pol, e_xy);
+      CHECK_MSG(e_bref <= BM_TOL_REF && e_sref <= BM_TOL_REF, "%s, %s: vs double: %g, %g", name,
+                pol, e_bref, e_sref);
+      CHECK_MSG(stats.calls == (size_t)g->ncalls, "%s, %s: %zu calls run of %d", name, pol,
+                stats.calls, g->ncalls);
+      /* one function: every policy batches every ready call, one batched call per depth (or per
+       * depth of two calls or more: a round of one call runs the unbatched function) */
+      CHECK_MSG(!by_depth || stats.batched_calls == (size_t)levels ||
+                    stats.batched_calls == (size_t)wide,
+                "%s, %s: %zu batched calls for %d depths (%d of two calls or more)", name, pol,
+                stats.batched_calls, levels, wide);
+      CHECK_MSG(stats.batched_calls < (size_t)g->ncalls, "%s, %s: nothing batched", name, pol);
+    }
+    bm_outputs_free(g, xb);
+  }
+  bm_outputs_free(g, xs);
+}
+
+static void models(rx_rt_device *d, rx_rt_artifact *a) {
+  bm_graph g;
+  const int lens[] = {1, 7, 33, 100};
+  bm_init(&g, d);
+  gru_setup(&g, lens, 4, 3601);
+  run_model("chain (GRU, lengths 1, 7, 33, 100)", &g, a, true, 100);
+  bm_free(&g);
+
+  bm_init(&g, d);
+  bool made = mvrnn_setup(&g, 16, 30, 3602);
+  CHECK_MSG(made, "forest too large");
+  int height = mvrnn_height(16, 30, 3602);
+  CHECK_MSG(height >= 5, "a forest this shallow (%d) tests little", height);
+  run_model("tree (MV-RNN, 16 trees of 1..30 leaves)", &g, a, true, height);
+  bm_free(&g);
+
+  bm_init(&g, d);
+  const int rows[] = {1, 1, 33, 10}, cols[] = {1, 7, 3, 10};
+  grid_setup(&g, rows, cols, 4, 3603);
+  run_model("lattice (grid RNN, 1x1, 1x7, 33x3, 10x10)", &g, a, true, 35);
+  bm_free(&g);
+
+  bm_init(&g, d);
+  const int words[] = {1, 7, 33};
+  nested_setup(&g, words, 3, 8, 3604);
+  run_model("nested (word RNN of char RNNs, 1, 7, 33 words)", &g, a, false, 0);
+  bm_free(&g);
+
+  bm_init(&g, d);
+  int depth = 0;
+  encoder_setup(&g, 12, 6, 3605, &depth);
+  CHECK_MSG(depth == 6, "the deepest sample stops at %d of 6 layers", depth);
+  run_model("early exit (encoder, 12 samples, 1..6 layers)", &g, a, true, depth);
+  bm_free(&g);
+
+  /* test_autobatch's two models as call graphs (acrobat_ref.h, for the bench's table) */
+  bm_init(&g, d);
+  made = treelstm_setup(&g, 4, 30, 18, &height);
+  CHECK_MSG(made, "forest too large");
+  run_model("tree (TreeLSTM, 4 trees of 1..30 leaves)", &g, a, true, height + 1);
+  bm_free(&g);
+
+  bm_init(&g, d);
+  const int lstm_lens[] = {1, 7, 33};
+  lstm_setup(&g, lstm_lens, 3, 1802);
+  run_model("chain (LSTM, lengths 1, 7, 33)", &g, a, true, 33);
+  bm_free(&g);
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *tests = argc > 1 ? argv[1] : "tests";
+  rx_module *m = make_module(tests);
+  rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
+  rxk_rt_open(&vk, "vulkan:0");
+  if (!vk.dev) {
+    printf("Vulkan unavailable (%s): the cells' batched forms only\n", vk.why);
+  } else if (m) {
+    size_t len = 0;
+    unsigned char *bytes = compile(m, &vk, &len);
+    rx_rt_artifact *a = NULL;
+    if (bytes &&
+        ok_status(rx_rt_artifact_load_memory(vk.dev, bytes, len, "models.rxm", &a), "load"))
+      models(vk.dev, a);
+    rx_rt_artifact_release(a);
+    free(bytes);
+  }
+  bool ran = vk.dev != NULL;
+  char msg[1024];
+  CHECK_MSG(rxk_rt_close(&vk, msg, sizeof msg), "%s", msg);
+  rx_module_free(m);
+  if (!check_failed && !ran) {
+    printf("SKIP: the batched runs need a Vulkan device (the cells' batched forms passed)\n");
+    return 77;
+  }
+  return check_finish("test_autobatch_models");
+}
