@@ -360,8 +360,9 @@ for b in "${DIRS[@]}"; do
       esac
     done
   # shared libraries the built programs and kernels load: their DT_NEEDED entries (one readelf
-  # for many files; not ELF files are skipped by it), found through the ldconfig cache
-  find "$b" -type f \( -perm -u+x -o -name '*.so' \) -size +1k -print0 |
+  # for many files; not ELF files are skipped by it), found through the ldconfig cache; not the
+  # tests' virtual environments (build/venv-*: PyPI wheels such as numpy's, their own libraries)
+  find "$b" -path "$b/venv-*" -prune -o -type f \( -perm -u+x -o -name '*.so' \) -size +1k -print0 |
     xargs -0 -r readelf -d 2>/dev/null | sed -nE 's/.*\(NEEDED\).*\[(.*)\]$/\1/p' | sort -u |
     while read -r l; do
       p="$(awk -F'\t' -v l="$l" '$1 == l {print $2; exit}' "$TMP/ldcache")"

@@ -85,6 +85,12 @@ OPTIONAL=(
   lit                       # lit.cfg.py's module: lit.py (llvm-14-tools) puts it on sys.path
   openai                    # tests/serve/client_*.py: from PyPI into build/venv-serve
   jsonschema                # (scripts/serve-venv.sh, tests/serve/requirements.txt), not Debian's
+  numpy                     # tests/python/test_relaxc.py: from PyPI into build/venv-python
+  relaxc                    # (scripts/python-venv.sh, tests/python/requirements.txt) with the
+                            # package itself (python/), installed there by ctest python.package
+  mpi.h                     # libopenmpi-dev (named above) installs it under /usr/lib/*/openmpi/include,
+                            # outside the include paths the check searches; the tests find it
+                            # through CMake's FindMPI (MPI::MPI_C, tests/ccl/ccl.cmake)
 )
 
 # `deps.sh --check [BUILD_DIR...]`: report the packages the build and tests use that this list
