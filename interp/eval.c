@@ -139,27 +139,42 @@ static void fail_oob(thr *t, rx_loc loc, const char *what, const rbuf *b, const 
   base_strbuf_free(&sb);
 }
 
-/* Flat offset of idx in buffer id, or -1 after reporting an error. */
-int64_t interp_offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc, const char *what,
-                         rbuf **out_b) {
+/* An operand's value: constants and slots (most leaves: indices, loop variables) without the
+ * call into interp_ev, which gives the same. */
+static inline val ev(thr *t, const cx *e) {
+  if (e->op == X_SLOT) return t->slots[e->slot];
+  if (e->op == X_CONST) return e->k;
+  return interp_ev(t, e);
+}
+
+/* Flat offset of idx in buffer id, or -1 after reporting an error: every index evaluated (in
+ * order), then each checked against the shape while the offset accumulates. */
+static inline int64_t offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc, const char *what,
+                                rbuf **out_b) {
   int64_t ix[RX_MAX_NDIM];
-  for (int d = 0; d < n; d++) ix[d] = interp_ev(t, idx[d]).i;
+  for (int d = 0; d < n; d++) ix[d] = ev(t, idx[d]).i;
   if (t->err) return -1;
   rbuf *b = t->bufs[id];
   if (!b) {
     interp_fail(t, loc, "%s a buffer that is not allocated here", what);
     return -1;
   }
+  const int64_t *shape = b->shape;
   int64_t off = 0;
   for (int d = 0; d < n; d++) {
-    if ((uint64_t)ix[d] >= (uint64_t)b->shape[d]) {
+    if ((uint64_t)ix[d] >= (uint64_t)shape[d]) {
       fail_oob(t, loc, what, b, ix, n);
       return -1;
     }
-    off = off * b->shape[d] + ix[d];
+    off = off * shape[d] + ix[d];
   }
   *out_b = b;
   return off;
+}
+
+int64_t interp_offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc, const char *what,
+                         rbuf **out_b) {
+  return offset_of(t, id, idx, n, loc, what, out_b);
 }
 
 /* The float math of the interpreter, once for f32 (and the 16-bit floats, rounded after) and
@@ -422,86 +437,86 @@ val interp_ev(thr *t, const cx *e) {
     return t->slots[e->slot];
   case X_LOAD: {
     rbuf *b;
-    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, e->loc, "load from", &b);
+    int64_t off = offset_of(t, e->buf, e->idx, e->nidx, e->loc, "load from", &b);
     if (off < 0) return ZERO;
     return rd(b->dt, b->data, off);
   }
   case X_CVT:
-    return convert((rx_dtype)e->from, (rx_dtype)e->dt, interp_ev(t, e->a));
+    return convert((rx_dtype)e->from, (rx_dtype)e->dt, ev(t, e->a));
   case X_FBIN:
-    x = interp_ev(t, e->a); /* operands in order: errors and subgroup steps */
-    y = interp_ev(t, e->b);
+    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
+    y = ev(t, e->b);
     return ev_fbin(e, x, y);
   case X_FNEG:
-    x = interp_ev(t, e->a);
+    x = ev(t, e->a);
     if (isd((rx_dtype)e->dt))
       r.d = -x.d;
     else
       r.f = -x.f;
     return r;
   case X_FCMP: /* from: the operands' dtype */
-    x = interp_ev(t, e->a);
-    y = interp_ev(t, e->b);
+    x = ev(t, e->a);
+    y = ev(t, e->b);
     r.i = isd((rx_dtype)e->from) ? fcmp((rx_binop)e->sub, x.d, y.d)
                                  : fcmp((rx_binop)e->sub, x.f, y.f);
     return r;
   case X_FCALL:
-    x = interp_ev(t, e->a);
-    y = e->b ? interp_ev(t, e->b) : ZERO;
-    z = e->c ? interp_ev(t, e->c) : ZERO;
+    x = ev(t, e->a);
+    y = e->b ? ev(t, e->b) : ZERO;
+    z = e->c ? ev(t, e->c) : ZERO;
     if (isd((rx_dtype)e->dt))
       r.d = dcall((rx_intrinsic)e->sub, x.d, y.d, z.d);
     else
       r.f = fround((rx_dtype)e->dt, fcall((rx_intrinsic)e->sub, x.f, y.f, z.f));
     return r;
   case X_IBIN:
-    x = interp_ev(t, e->a); /* operands in order: errors and subgroup steps */
-    y = interp_ev(t, e->b);
+    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
+    y = ev(t, e->b);
     return ev_ibin(t, e, x, y);
   case X_INEG:
-    r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)interp_ev(t, e->a).i);
+    r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)ev(t, e->a).i);
     return r;
   case X_ICMP: /* from: the operands' dtype */
-    x = interp_ev(t, e->a);
-    y = interp_ev(t, e->b);
+    x = ev(t, e->a);
+    y = ev(t, e->b);
     r.i = icmp((rx_binop)e->sub, x.i, y.i, e->from == RX_DTYPE_U64);
     return r;
   case X_ICALL: {
     bool u64 = e->dt == RX_DTYPE_U64;
-    x = interp_ev(t, e->a);
+    x = ev(t, e->a);
     switch ((rx_intrinsic)e->sub) {
     case RX_INTRIN_ABS: /* unsigned: itself */
       r.i = x.i < 0 && !u64 ? inorm((rx_dtype)e->dt, 0 - (uint64_t)x.i) : x.i;
       break;
     case RX_INTRIN_MIN:
-      y = interp_ev(t, e->b);
+      y = ev(t, e->b);
       r.i = icmp(RX_BINOP_LT, x.i, y.i, u64) ? x.i : y.i;
       break;
     default:
-      y = interp_ev(t, e->b);
+      y = ev(t, e->b);
       r.i = icmp(RX_BINOP_GT, x.i, y.i, u64) ? x.i : y.i;
       break; /* MAX */
     }
     return r;
   }
   case X_SBIN:
-    x = interp_ev(t, e->a); /* operands in order: errors and subgroup steps */
-    y = interp_ev(t, e->b);
+    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
+    y = ev(t, e->b);
     return ev_sbin(t, e, x, y);
   case X_AND:
-    r.i = interp_ev(t, e->a).i != 0 && interp_ev(t, e->b).i != 0;
+    r.i = ev(t, e->a).i != 0 && ev(t, e->b).i != 0;
     return r;
   case X_OR:
-    r.i = interp_ev(t, e->a).i != 0 || interp_ev(t, e->b).i != 0;
+    r.i = ev(t, e->a).i != 0 || ev(t, e->b).i != 0;
     return r;
   case X_NOT:
-    r.i = interp_ev(t, e->a).i == 0;
+    r.i = ev(t, e->a).i == 0;
     return r;
   case X_SELECT:
-    return interp_ev(t, e->a).i ? interp_ev(t, e->b) : interp_ev(t, e->c);
+    return ev(t, e->a).i ? ev(t, e->b) : ev(t, e->c);
   case X_CHECK: {
-    bool ok = interp_ev(t, e->a).i != 0;
-    x = interp_ev(t, e->b);
+    bool ok = ev(t, e->a).i != 0;
+    x = ev(t, e->b);
     if (!ok && !t->err) {
       char *m = base_check_format(e->msg, x.i);
       interp_fail(t, e->loc, "%s", m ? m : e->msg);
@@ -510,9 +525,9 @@ val interp_ev(thr *t, const cx *e) {
     return x;
   }
   case X_SUBGROUP:
-    x = interp_ev(t, e->a);
-    t->sgm = e->b ? interp_ev(t, e->b).i : 0; /* shuffle_xor's lane mask */
-    if (t->err || !t->fib) return x;          /* one thread: a subgroup of one lane */
+    x = ev(t, e->a);
+    t->sgm = e->b ? ev(t, e->b).i : 0; /* shuffle_xor's lane mask */
+    if (t->err || !t->fib) return x;   /* one thread: a subgroup of one lane */
     t->state = T_SUBGROUP;
     t->sg = e;
     t->sgv = x;

@@ -571,6 +571,17 @@ static const char *const prelude_files[] = {
 
 static int load_module(const char *so, prepared *p, int traced, simt_module **out, char **out_err);
 
+/* Flags for the CPU this runs on, part of the cache key. -mf16c: the kernels' _Float16 (CUDA's
+ * __half, Metal's half) converts with vcvtph2ps / vcvtps2ph instead of libgcc's __extendhfsf2 /
+ * __truncsfhf2 calls, a tenth of test_wgmma's time at -O0. Both are exact (round to nearest
+ * even, subnormals kept: the MXCSR is left at its default), so results do not change. */
+static const char *cpu_flags_here(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("f16c")) return "-mf16c";
+#endif
+  return "";
+}
+
 /* Access tracing (simt_options.trace): clang's ThreadSanitizer instrumentation, whose callbacks
  * simt_common.h defines under SIMT_TRACE. */
 #define SIMT_TRACE_FLAGS "-fsanitize=thread -DSIMT_TRACE"
@@ -594,6 +605,7 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
                 "object answers ThreadSanitizer's callbacks itself)",
                 cflags);
   const char *trace_flags = trace ? SIMT_TRACE_FLAGS : "";
+  const char *cpu_flags = cpu_flags_here();
   char *cache = opts->cache_dir ? strdup(opts->cache_dir)
                 : getenv("SIMT_CACHE_DIR") && *getenv("SIMT_CACHE_DIR")
                     ? strdup(getenv("SIMT_CACHE_DIR"))
@@ -614,6 +626,7 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
   h = fnv(h, clang, strlen(clang) + 1);
   h = fnv(h, cflags, strlen(cflags) + 1);
   h = fnv(h, trace_flags, strlen(trace_flags) + 1);
+  h = fnv(h, cpu_flags, strlen(cpu_flags) + 1);
   for (size_t i = 0; i < sizeof prelude_files / sizeof prelude_files[0]; i++) {
     buf path = {0};
     buf_printf(&path, "%s/%s", dir, prelude_files[i]);
@@ -661,9 +674,9 @@ int simt_module_compile(const simt_options *opts, simt_lang lang, const char *so
         clang,    "-x",        "c++",      "-std=c++17",      "-O0",
         "-g",     "-fPIC",     "-shared",  "-fno-exceptions", "-Wno-unknown-attributes",
         inc.data, incdir.data, "-include", prel.data};
-    char *flags = malloc(strlen(cflags) + strlen(trace_flags) + 2);
+    char *flags = malloc(strlen(cpu_flags) + strlen(cflags) + strlen(trace_flags) + 3);
     if (!flags) abort();
-    sprintf(flags, "%s %s", cflags, trace_flags);
+    sprintf(flags, "%s %s %s", cpu_flags, cflags, trace_flags);
     char *argv[64];
     int argc = 0;
     for (size_t i = 0; i < sizeof argv_fixed / sizeof argv_fixed[0]; i++)
