@@ -284,7 +284,7 @@ struct rx_rt_buffer {
   int refs;
   size_t size;
   rx_rt_import import; /* rx_rt_buffer_import_host's outcome; RX_RT_IMPORT_NONE otherwise */
-  bool planned;        /* a slot of a planned storage (runtime/vm.c): overwritten by calls */
+  bool kept; /* an artifact's: a slot of a planned storage (overwritten by calls), a weight */
 };
 
 struct rx_rt_timer {

@@ -428,7 +428,7 @@ rx_status rx_rt_buffer_map(rx_rt_buffer *b, void **out_ptr) {
   return b->device->be->buffer_map(b, out_ptr);
 }
 
-bool rx_rt_buffer_planned(const rx_rt_buffer *b) { return b && b->planned; }
+bool rx_rt_buffer_kept(const rx_rt_buffer *b) { return b && b->kept; }
 
 /* ---- libraries ---- */
 rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **out_library) {

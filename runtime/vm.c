@@ -726,7 +726,7 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
           rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
           "%s: %s (%lld bytes)", fr->f->name, sname, (long long)s->bytes));
       s->slots[s->nslots++] = (vm_slot){off, buf};
-      buf->planned = true;
+      buf->kept = true;
       rx_rt_buffer_retain(buf);
     }
   }

@@ -165,11 +165,12 @@ RX_API rx_rt_import rx_rt_buffer_import_kind(const rx_rt_buffer *b);
  * the buffer is not host-visible (device memory of a discrete GPU: read it with
  * rx_rt_buffer_read). */
 RX_API rx_status rx_rt_buffer_map(rx_rt_buffer *b, void **out_ptr);
-/* Whether the buffer is a slot of an artifact's planned storage (rx_rt_vm_call): the next call
- * of a function of that artifact overwrites it. A result tensor in such a buffer must be read or
- * copied before the next call; a result elsewhere (a buffer of its own) stays as it is while the
- * caller holds it, and may be mapped and viewed without a copy for as long. */
-RX_API bool rx_rt_buffer_planned(const rx_rt_buffer *b);
+/* Whether an artifact keeps the buffer: a slot of its planned storage (rx_rt_vm_call: the next
+ * call of a function of that artifact overwrites it) or one of its weights (which every call
+ * reads). A result tensor in such a buffer is to be read or copied before the next call, and not
+ * written; a result in a buffer of its own stays as it is while the caller holds it, and may be
+ * mapped and viewed (and written) without a copy for as long. */
+RX_API bool rx_rt_buffer_kept(const rx_rt_buffer *b);
 
 /* ---- kernel libraries (docs/kernel-abi.md) ---- */
 /* Loads DIR/kernels.json and the binaries it names (Vulkan: `binary`, SPIR-V; CUDA: `binary`, a

@@ -1,5 +1,5 @@
 /* Host memory used in place (rx_rt_buffer_import_host, rx_rt_tensor_import_host,
- * rx_rt_buffer_map, rx_rt_buffer_planned; include/relaxc/runtime.h): on Vulkan (lavapipe in CI,
+ * rx_rt_buffer_map, rx_rt_buffer_kept; include/relaxc/runtime.h): on Vulkan (lavapipe in CI,
  * which has VK_EXT_external_memory_host) a page-aligned array is imported and used in place,
  * which the test proves by changing the host memory after the import (the call sees the change)
  * and by device writes landing in the caller's memory; the results of a call on imported
@@ -7,8 +7,9 @@
  * reference within 1e-5 (relative), at n = 1, 7, 33, 100, 1000. An unaligned pointer, a size that
  * is not a multiple of 4 bytes and a device without the extension (RX_VULKAN_NO_HOST_IMPORT=1) fall
  * back to a copy and say so; bad pointers and sizes are refused by name; a release waits for the
- * queued work on the memory; results are mapped without a copy, and the planned-storage flag
- * says which results the next call overwrites.
+ * queued work on the memory; results are mapped without a copy, and rx_rt_buffer_kept says which
+ * results the next call overwrites (runtime.vm checks a result in planned storage, test_weights
+ * the weights).
  *
  * usage: test_host_import [TESTS_DIR]   (the directory is not used) */
 /* test-needs: runtime */
@@ -225,8 +226,8 @@ static void test_results(rx_rt_artifact *a, rx_rt_device *d) {
     void *p = NULL;
     CHECK_OK(rx_rt_buffer_map(rx_rt_tensor_buffer(t), &p));
     CHECK_MSG(p && !memcmp(p, want, sizeof want), "the mapped result equals the read one");
-    bool planned = rx_rt_buffer_planned(rx_rt_tensor_buffer(t));
-    printf("the result is %sin planned storage\n", planned ? "" : "not ");
+    bool planned = rx_rt_buffer_kept(rx_rt_tensor_buffer(t));
+    printf("the result is %skept by the artifact\n", planned ? "" : "not ");
     /* a second call with other inputs: a result of its own stays, a planned one is overwritten */
     float x2[33], y2[33];
     fill(x2, y2, n, 9);
@@ -240,8 +241,8 @@ static void test_results(rx_rt_artifact *a, rx_rt_device *d) {
   }
   rx_rt_value_release(v1);
   rx_rt_value_release(v2);
-  /* the planned flag is set on a storage slot: a buffer of one's own is never planned */
-  CHECK(!rx_rt_buffer_planned(rx_rt_tensor_buffer(tx)));
+  /* the flag is set on an artifact's buffers: a buffer of one's own is never kept */
+  CHECK(!rx_rt_buffer_kept(rx_rt_tensor_buffer(tx)));
   rx_rt_tensor_release(tx);
   rx_rt_tensor_release(ty);
 }
