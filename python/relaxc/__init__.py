@@ -16,6 +16,6 @@ from ._lib import (DeviceError, Error, InternalError, InvalidError, IoError, Not
 from ._runtime import Function, Module, aligned, compile, empty, load
 
 __version__ = version()
-__all__ = ["compile", "load", "empty", "aligned", "Module", "Function", "llm", "version", "Error", "InvalidError",
-           "UnsupportedError", "NotFoundError", "IoError", "OutOfMemoryError", "DeviceError",
+__all__ = ["compile", "load", "empty", "aligned", "Module", "Function", "llm", "version", "Error",
+           "InvalidError", "UnsupportedError", "NotFoundError", "IoError", "OutOfMemoryError", "DeviceError",
            "InternalError"]

@@ -152,7 +152,8 @@ class Module:
         return Function(self, name)
 
     def __getattr__(self, name: str) -> "Function":
-        if name.startswith("_") or name in ("functions", "device", "zero_copy", "last_imports"):  # not set: a failed init
+        # not set: a failed init
+        if name.startswith("_") or name in ("functions", "device", "zero_copy", "last_imports"):
             raise AttributeError(name)
         try:
             return self[name]
