@@ -17,5 +17,5 @@ from ._runtime import Function, Module, aligned, compile, empty, load
 
 __version__ = version()
 __all__ = ["compile", "load", "empty", "aligned", "Module", "Function", "llm", "version", "Error",
-           "InvalidError", "UnsupportedError", "NotFoundError", "IoError", "OutOfMemoryError", "DeviceError",
-           "InternalError"]
+           "InvalidError", "UnsupportedError", "NotFoundError", "IoError", "OutOfMemoryError",
+           "DeviceError", "InternalError"]

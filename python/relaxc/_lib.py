@@ -92,6 +92,11 @@ class CompileRequest(Structure):  # rx_compile_request
                 ("dispatch", c_char_p), ("dispatch_min_rows", c_int64)]
 
 
+class ImportOptions(Structure):  # rx_import_options
+    _fields_ = [("dtype", c_int), ("max_seq_len", c_int64), ("max_batch", c_int64),
+                ("no_weights", c_bool), ("quantize", c_char_p), ("quantize_embeddings", c_bool)]
+
+
 class DeviceInfo(Structure):  # rx_rt_device_info
     _fields_ = [("backend", c_int), ("index", c_int), ("name", c_char * 256),
                 ("memory_bytes", c_uint64), ("subgroup_size", c_uint32),
@@ -157,6 +162,7 @@ _PROTOS = {
     "rx_module_compile": (_P, [_P, POINTER(CompileRequest), _P, POINTER(POINTER(ctypes.c_ubyte)),
                                POINTER(c_size_t)]),
     "rx_module_compile_to_file": (_P, [_P, POINTER(CompileRequest), c_char_p, c_char_p, _P]),
+    "rx_module_import": (_P, [_P, c_char_p, POINTER(ImportOptions), _P]),
     # runtime.h
     "rx_rt_backend_name": (c_char_p, [c_int]),
     "rx_rt_device_open": (_P, [c_char_p, _P, _PP]),

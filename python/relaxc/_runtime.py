@@ -26,25 +26,26 @@ from ._lib import InvalidError, NotFoundError, check, lib
 # ---- compiling ----
 
 
-def _source_text(source) -> tuple[str, bytes]:
-    """(name for messages, text) of a path or of the program text itself."""
+def _source_text(source) -> tuple[str, Optional[bytes]]:
+    """(name for messages, text) of a path or of the program text itself; text None for a model
+    (a folder, or a file other than .rx: imported by rx_module_import)."""
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
         as_path = True
     elif isinstance(source, bytes):
         return "<text>", source
     elif isinstance(source, str):
-        as_path = "\n" not in source and (os.path.isfile(source) or source.endswith(".rx"))
+        as_path = "\n" not in source and (os.path.exists(source) or
+                                           source.endswith((".rx", ".onnx", ".gguf")))
     else:
         raise TypeError(f"relaxc.compile: expected a path or the program's text, got "
                         f"{type(source).__name__}")
     if not as_path:
         return "<text>", source.encode()
-    if not os.path.isfile(source):
+    if not os.path.exists(source):
         raise NotFoundError(f"{source}: no such file")
-    if os.path.isdir(source):
-        raise InvalidError(f"{source}: a folder; relaxc.compile takes a .rx program (compile a "
-                           "Hugging Face or ONNX model with the command line: relaxc compile DIR)")
+    if os.path.isdir(source) or not source.endswith(".rx"):
+        return source, None
     with open(source, "rb") as f:
         return source, f.read()
 
@@ -52,19 +53,37 @@ def _source_text(source) -> tuple[str, bytes]:
 def compile(source: Union[str, bytes, "os.PathLike[str]"], target: str = "vulkan", *,
             output: Optional[Union[str, "os.PathLike[str]"]] = None, no_fuse: bool = False,
             no_nvrtc: bool = False, dispatch: Optional[str] = None,
-            dispatch_min_rows: int = 0) -> Union[bytes, str]:
-    """Compiles a relaxc program (a .rx path, or its text) for target ("vulkan", "cuda",
-    "metal", or several comma-separated). Returns the artifact's bytes, or writes it to output
-    and returns that path. A program that does not parse or check raises InvalidError carrying
-    every diagnostic ("file:line:col: error: ...")."""
+            dispatch_min_rows: int = 0, dtype: Optional[str] = None, max_seq_len: int = 0,
+            max_batch: int = 0, no_weights: bool = False,
+            quantize: Optional[str] = None) -> Union[bytes, str]:
+    """Compiles a relaxc program (a .rx path, or its text) or a model (a Hugging Face folder, a
+    GGUF file, an ONNX model: rx_module_import, as `relaxc compile` takes them) for target
+    ("vulkan", "cuda", "metal", or several comma-separated). Returns the artifact's bytes, or
+    writes it to output (weights streamed from their files) and returns that path. dtype,
+    max_seq_len, max_batch, no_weights and quantize are the command line's options for Hugging
+    Face folders and GGUF files. A program that does not parse or check raises InvalidError
+    carrying every diagnostic ("file:line:col: error: ...")."""
     name, text = _source_text(source)
+    model_opts = None
+    if dtype or max_seq_len or max_batch or no_weights or quantize:
+        model_opts = _lib.ImportOptions(dtype=_lib.dtype_code(dtype) if dtype else 0,
+                                        max_seq_len=max_seq_len, max_batch=max_batch,
+                                        no_weights=no_weights,
+                                        quantize=quantize.encode() if quantize else None)
+        if text is not None:
+            raise InvalidError(f"{name}: dtype, max_seq_len, max_batch, no_weights and quantize "
+                               "are for a model (a Hugging Face folder or a GGUF file)")
     req = _lib.CompileRequest(targets=target.encode(), no_fuse=no_fuse, no_nvrtc=no_nvrtc,
                               dispatch=dispatch.encode() if dispatch else None,
                               dispatch_min_rows=dispatch_min_rows)
     m = lib.rx_module_new()
     diag = lib.rx_diag_create()
     try:
-        s = lib.rx_module_parse(m, name.encode(), text, len(text), diag)
+        if text is None:
+            s = lib.rx_module_import(m, name.encode(),
+                                     byref(model_opts) if model_opts else None, diag)
+        else:
+            s = lib.rx_module_parse(m, name.encode(), text, len(text), diag)
         if not s:
             if output is not None:
                 out = os.fspath(output)

@@ -87,6 +87,53 @@ class Compile(unittest.TestCase):
         self.assertIn("tpu", str(cm.exception))
 
 
+class CompileModels(unittest.TestCase):
+    """relaxc.compile of models (rx_module_import, the command line's importer)."""
+
+    def test_hf_folder_equals_cli(self):
+        # the tiny Llama's folder compiles to the command line's artifact (RX_PY_LLM), byte for
+        # byte, to a file and to bytes
+        import tempfile
+        model = os.path.join(ROOT, "tests", "llm", "models", "kjv-llama")
+        with open(LLM, "rb") as f:
+            want = f.read()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "kjv.rxm")
+            self.assertEqual(relaxc.compile(model, output=out), out)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), want)
+        self.assertEqual(relaxc.compile(model), want)
+        # the options of the command line change it (f32 weights: a larger artifact)
+        self.assertGreater(len(relaxc.compile(model, dtype="f32", max_seq_len=64)), len(want))
+
+    def test_onnx_and_gguf(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            onnx = os.path.join(tmp, "neg.onnx")  # Neg(x: float[2]), protobuf written by hand
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "lit", "onnx", "Inputs",
+                                                         "one_node_onnx.py"), onnx, "Neg", "17"],
+                           check=True)
+            with relaxc.load(relaxc.compile(onnx)) as m:
+                np.testing.assert_array_equal(m.main(np.array([1.5, -2], np.float32)),
+                                              [-1.5, 2])
+        gguf = os.path.join(ROOT, "tests", "gguf", "models", "kjv-llama-f16.gguf")
+        with relaxc.load(relaxc.compile(gguf)) as m:
+            self.assertIn("decode", m.functions)
+
+    def test_model_errors(self):
+        with self.assertRaises(relaxc.InvalidError) as cm:
+            relaxc.compile(os.path.join(ROOT, "tests", "llm"))  # a folder without config.json
+        self.assertIn("config.json", str(cm.exception))
+        with self.assertRaises(relaxc.UnsupportedError) as cm:
+            relaxc.compile(os.path.join(ROOT, "tests", "gguf", "models", "bad-arch.gguf"))
+        self.assertIn("gptneox", str(cm.exception))
+        with self.assertRaises(relaxc.NotFoundError):
+            relaxc.compile(os.path.join(ROOT, "no", "such.onnx"))
+        with self.assertRaises(relaxc.InvalidError) as cm:
+            relaxc.compile(os.path.join(ROOT, "examples", "mlp.rx"), dtype="f16")
+        self.assertIn("for a model", str(cm.exception))
+
+
 class Stubs(unittest.TestCase):
     def test_stubs_name_the_api(self):
         # every public name the installed modules define is in their .pyi, and the reverse
