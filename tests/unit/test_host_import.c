@@ -292,6 +292,11 @@ int main(void) {
   if (d) test_bad_args(d);
   if (a) test_results(a, d);
   rx_rt_artifact_release(a);
+  if (d) { /* under the validation layer (RX_VULKAN_VALIDATION=1 in ctest): imports are valid use */
+    const char *last = NULL;
+    size_t nval = rx_rt_device_validation_messages(d, &last);
+    CHECK_MSG(nval == 0, "%zu validation messages, the last: %s", nval, last);
+  }
   rx_rt_device_release(d);
 
   /* a device without the extension: every import a copy, the same results */
