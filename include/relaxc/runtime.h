@@ -134,17 +134,19 @@ RX_API rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_b
 /* ---- host memory used in place (zero-copy) ----
  * rx_rt_buffer_import_host makes a buffer of the caller's host memory [ptr, ptr + bytes). Where
  * the device can use that memory itself (Vulkan with VK_EXT_external_memory_host: lavapipe,
- * integrated and most discrete GPUs), the buffer IS that memory: kernels read and write it in
- * place, and *out_kind is RX_RT_IMPORT_IN_PLACE. The caller keeps the memory valid and does not
- * free it until the buffer is released: the release waits for the queued work that may use it,
- * so the memory is the caller's again when rx_rt_buffer_release returns (a buffer also held by
- * a tensor or a result lives as long as they do). Host writes to it between calls are seen by
- * the next call; results written into it are seen after a synchronization (reading a result,
- * rx_rt_buffer_map, rx_rt_device_synchronize).
- * Otherwise the buffer is a new device buffer holding a copy of the bytes (a synchronous write)
- * and *out_kind says why: the device cannot import host memory, or ptr is not aligned as the
- * device requires (rx_rt_device_info.host_import_alignment for the memory's pages and the
- * buffer's own alignment for ptr), or the driver refused the range. Later writes on either side
+ * integrated and most discrete GPUs; CUDA through cuMemHostRegister, device-mapped), the buffer
+ * IS that memory: kernels read and write it in place, and *out_kind is RX_RT_IMPORT_IN_PLACE. The
+ * caller keeps the memory valid and does not free it until the buffer is released: the release
+ * waits for the queued work that may use it, so the memory is the caller's again when
+ * rx_rt_buffer_release returns (a buffer also held by a tensor or a result lives as long as they
+ * do). Host writes to it between calls are seen by the next call; results written into it are seen
+ * after a synchronization (reading a result, rx_rt_buffer_map, rx_rt_device_synchronize). Otherwise
+ * the buffer is a new device buffer holding a copy of the bytes (a synchronous write) and *out_kind
+ * says why: the device cannot import host memory, or ptr is not aligned as the device requires
+ * (Vulkan: the buffer's offset alignment, 64 bytes on lavapipe, within pages of
+ * rx_rt_device_info.host_import_alignment; CUDA: 256 bytes), or the size is not whole 4-byte
+ * words (kernels may write whole words), or the driver refused the range (CUDA: a range
+ * registered already). Later writes on either side
  * are then not seen by the other. Errors (RX_ERR_INVALID, naming the argument): ptr NULL,
  * bytes 0, a range that wraps around, a size past the device's largest buffer; a pointer the
  * driver reports as not host memory. */
