@@ -76,7 +76,8 @@ typedef struct rx_rt_device_info {
   bool timestamps;     /* rx_rt_timer_* works */
   bool unified_memory; /* buffers are host-visible (no staging copies) */
   /* rx_rt_buffer_import_host: the alignment of host memory the device uses in place (Vulkan:
-   * minImportedHostPointerAlignment of VK_EXT_external_memory_host); 0: it cannot (imports copy) */
+   * minImportedHostPointerAlignment of VK_EXT_external_memory_host; CUDA: 256); 0: it cannot
+   * (imports copy). Set by rx_rt_device_open (rx_rt_enumerate leaves it 0 on Vulkan). */
   uint64_t host_import_alignment;
 } rx_rt_device_info;
 
