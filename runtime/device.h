@@ -234,6 +234,15 @@ typedef struct rt_backend {
   void (*timer_destroy)(rx_rt_timer *t);
   rx_status (*timer_record)(rx_rt_timer *t, int which); /* 0: start, 1: stop */
   rx_status (*timer_elapsed)(rx_rt_timer *t, double *out_ms);
+  /* Optional (NULL: the core copies, rx_rt_buffer_import_host). b as for buffer_init, b->size
+   * the caller's bytes (checked: ptr not NULL, the range does not wrap): makes b use the host
+   * memory at ptr in place and sets *kind to RX_RT_IMPORT_IN_PLACE; or leaves b as it was, sets
+   * *kind to why not (a copy follows through buffer_init and buffer_write) and returns NULL; or
+   * fails. buffer_destroy of an imported buffer waits for the queued work that may use it. */
+  rx_status (*buffer_import)(rx_rt_buffer *b, void *ptr, rx_rt_import *kind);
+  /* Optional (NULL: unsupported): synchronizes and gives the host address of byte 0 of b, or
+   * RX_ERR_UNSUPPORTED where b is not host-visible. */
+  rx_status (*buffer_map)(rx_rt_buffer *b, void **out_ptr);
 } rt_backend;
 
 /* The backends' tables. metal/metal.c is linked in on Apple platforms only (runtime.c refers to
@@ -274,6 +283,8 @@ struct rx_rt_buffer {
   rx_rt_device *device;
   int refs;
   size_t size;
+  rx_rt_import import; /* rx_rt_buffer_import_host's outcome; RX_RT_IMPORT_NONE otherwise */
+  bool kept; /* an artifact's: a slot of a planned storage (overwritten by calls), a weight */
 };
 
 struct rx_rt_timer {

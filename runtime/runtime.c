@@ -355,6 +355,81 @@ rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *
   return src->device->be->buffer_copy(src, src_offset, dst, dst_offset, bytes);
 }
 
+/* ---- host memory used in place ---- */
+const char *rx_rt_import_name(rx_rt_import k) {
+  switch (k) {
+  case RX_RT_IMPORT_NONE:
+    return "not imported";
+  case RX_RT_IMPORT_IN_PLACE:
+    return "in place";
+  case RX_RT_IMPORT_COPY_UNSUPPORTED:
+    return "copied: the device cannot import host memory";
+  case RX_RT_IMPORT_COPY_UNALIGNED:
+    return "copied: not aligned as the device requires";
+  case RX_RT_IMPORT_COPY_REFUSED:
+    return "copied: the driver refused the range";
+  }
+  return "?";
+}
+
+rx_status rx_rt_buffer_import_host(rx_rt_device *d, void *ptr, size_t bytes,
+                                   rx_rt_buffer **out_buffer, rx_rt_import *out_kind) {
+  if (out_buffer) *out_buffer = NULL;
+  if (out_kind) *out_kind = RX_RT_IMPORT_NONE;
+  if (!d || !out_buffer)
+    return base_status_make(RX_ERR_INVALID, "rx_rt_buffer_import_host: NULL %s",
+                            d ? "out_buffer" : "device");
+  if (!ptr) return base_status_make(RX_ERR_INVALID, "rx_rt_buffer_import_host: ptr is NULL");
+  if (bytes == 0)
+    return base_status_make(RX_ERR_INVALID, "rx_rt_buffer_import_host: bytes is 0 (a buffer "
+                                            "holds at least one byte)");
+  if ((uintptr_t)ptr > UINTPTR_MAX - bytes)
+    return base_status_make(RX_ERR_INVALID,
+                            "rx_rt_buffer_import_host: ptr %p + bytes %zu wraps around the "
+                            "address space",
+                            ptr, bytes);
+  CHECK_LOST(d);
+  rx_rt_buffer *b = rt_alloc(&d->alloc, d->be->buffer_size);
+  if (!b) return rt_oom("a buffer handle", d->be->buffer_size);
+  b->device = d;
+  b->refs = 1;
+  b->size = bytes;
+  rx_rt_import kind = RX_RT_IMPORT_COPY_UNSUPPORTED;
+  rx_status s = d->be->buffer_import ? d->be->buffer_import(b, ptr, &kind) : NULL;
+  if (!s && kind != RX_RT_IMPORT_IN_PLACE) { /* the copy */
+    s = d->be->buffer_init(b);
+    if (!s) {
+      s = d->be->buffer_write(b, 0, ptr, bytes);
+      if (s) d->be->buffer_destroy(b);
+    }
+  }
+  if (s) {
+    rt_free(&d->alloc, b);
+    return base_status_annotate(s, "importing %zu bytes of host memory at %p", bytes, ptr);
+  }
+  b->import = kind;
+  rx_rt_device_retain(d);
+  *out_buffer = b;
+  if (out_kind) *out_kind = kind;
+  return NULL;
+}
+
+rx_rt_import rx_rt_buffer_import_kind(const rx_rt_buffer *b) {
+  return b ? b->import : RX_RT_IMPORT_NONE;
+}
+
+rx_status rx_rt_buffer_map(rx_rt_buffer *b, void **out_ptr) {
+  if (out_ptr) *out_ptr = NULL;
+  if (!b || !out_ptr) return base_status_make(RX_ERR_INVALID, "rx_rt_buffer_map: NULL");
+  CHECK_LOST(b->device);
+  if (!b->device->be->buffer_map)
+    return base_status_make(RX_ERR_UNSUPPORTED, "%s: buffers cannot be mapped on this backend",
+                            rx_rt_backend_name(b->device->info.backend));
+  return b->device->be->buffer_map(b, out_ptr);
+}
+
+bool rx_rt_buffer_kept(const rx_rt_buffer *b) { return b && b->kept; }
+
 /* ---- libraries ---- */
 rx_status rx_rt_library_load(rx_rt_device *d, const char *dir, rx_rt_library **out_library) {
   if (!out_library || !d || !dir)

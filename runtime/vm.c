@@ -164,6 +164,25 @@ rx_status rx_rt_tensor_from_host(rx_rt_device *d, rx_dtype dtype, int ndim, cons
   return NULL;
 }
 
+rx_status rx_rt_tensor_import_host(rx_rt_device *d, rx_dtype dtype, int ndim, const int64_t *shape,
+                                   void *data, rx_rt_tensor **out_tensor, rx_rt_import *out_kind) {
+  if (out_kind) *out_kind = RX_RT_IMPORT_NONE;
+  if (!out_tensor || !d) return base_status_make(RX_ERR_INVALID, "rx_rt_tensor_import_host: NULL");
+  *out_tensor = NULL;
+  uint64_t bytes = 0;
+  RX_RETURN_IF_ERROR(check_type(dtype, ndim, shape, &bytes));
+  if (bytes == 0) return rx_rt_tensor_create(d, dtype, ndim, shape, out_tensor); /* no memory */
+  if (bytes > SIZE_MAX - 4)
+    return base_status_make(RX_ERR_INVALID, "rx_rt_tensor_import_host: %llu bytes",
+                            (unsigned long long)bytes);
+  rx_rt_buffer *b = NULL;
+  RX_RETURN_IF_ERROR(rx_rt_buffer_import_host(d, data, (size_t)bytes, &b, out_kind));
+  rx_status s = rx_rt_tensor_wrap(b, dtype, ndim, shape, out_tensor);
+  rx_rt_buffer_release(b);
+  if (s && out_kind) *out_kind = RX_RT_IMPORT_NONE;
+  return s;
+}
+
 void rx_rt_tensor_retain(rx_rt_tensor *t) {
   if (t) t->refs++;
 }
@@ -707,6 +726,7 @@ static rx_status alloc_tensor(frame *fr, const uint32_t *w, uint32_t p, rx_rt_va
           rx_rt_buffer_alloc(d, buffer_bytes((uint64_t)(s->bytes - off)), &buf),
           "%s: %s (%lld bytes)", fr->f->name, sname, (long long)s->bytes));
       s->slots[s->nslots++] = (vm_slot){off, buf};
+      buf->kept = true;
       rx_rt_buffer_retain(buf);
     }
   }

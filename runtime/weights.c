@@ -309,6 +309,7 @@ rx_status vm_weights_upload(rx_rt_artifact *a) {
     rx_rt_tensor *tensor = NULL;
     rx_status s = rx_rt_tensor_from_host(a->device, t->dtype, t->ndim, t->shape,
                                          W->st.data + t->offset, &tensor);
+    if (!s) tensor->buffer->kept = true; /* rx_rt_buffer_kept: every call reads it */
     rx_rt_value *v = s ? NULL : vm_value_new(&a->alloc, RX_RT_VALUE_TENSOR);
     if (!s && !v) s = rt_oom("a value", sizeof *v);
     if (s) {

@@ -320,7 +320,14 @@ int cli_hf_flag(const rx_cli_args *it, rx_hf_options *o) {
 }
 
 bool cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o) {
-  rx_status s = hf_import(m, dir, o);
+  /* through the public entry point, which embedders (the Python package) use too */
+  rx_import_options io = {.dtype = o->dtype,
+                          .max_seq_len = o->max_seq_len,
+                          .max_batch = o->max_batch,
+                          .no_weights = o->no_weights,
+                          .quantize = o->quantize,
+                          .quantize_embeddings = o->quantize_embeddings};
+  rx_status s = rx_module_import(m, dir, &io, NULL);
   if (!s) return true;
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));
   rx_status_free(s);

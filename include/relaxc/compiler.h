@@ -105,6 +105,28 @@ RX_API rx_status rx_module_compile_to_file(rx_module *m, const rx_compile_reques
 /* Writes an artifact's bytes to path (created or truncated). */
 RX_API rx_status rx_artifact_save(const char *path, const unsigned char *bytes, size_t len);
 
+/* ---- importing a model (frontends/, the importers of `relaxc compile` and `relaxc import`) ----
+ * Zero-initialize the options; the fields apply to Hugging Face folders and GGUF files
+ * (docs/llm.md, the command line's --dtype, --max-seq-len, --max-batch, --no-weights,
+ * --quantize); another input with any of them set is an error. */
+typedef struct rx_import_options {
+  rx_dtype dtype;           /* f32, f16, bf16; RX_DTYPE_UNKNOWN: f16 */
+  int64_t max_seq_len;      /* 0: the config's max_position_embeddings */
+  int64_t max_batch;        /* 0: the default (16) */
+  bool no_weights;          /* config.json alone: the weights stay parameters */
+  const char *quantize;     /* "q4f16_g32", "q8f16", ...; NULL: the compute dtype */
+  bool quantize_embeddings; /* with quantize: the embedding table and output layer too */
+} rx_import_options;
+
+/* Imports the model at path into m (empty, from rx_module_new), as the command line does: a
+ * Hugging Face folder (config.json, safetensors), a GGUF file, an ONNX model (its weights bound,
+ * external data read relative to the file), or a .rx program. The weights are read when the
+ * module is compiled (streamed by rx_module_compile_to_file). opts may be NULL. Errors name the
+ * path and what was expected (a folder without config.json, a missing file, an unsupported
+ * architecture or operator); diag (may be NULL) holds the diagnostics of a .rx or ONNX input. */
+RX_API rx_status rx_module_import(rx_module *m, const char *path, const rx_import_options *opts,
+                                  rx_diag *diag);
+
 /* ---- weights (docs/llm.md "Weights", docs/artifact.md) ----
  * The module's weight table: tensors the artifact stores (safetensors layout) and the runtime
  * uploads once per device at load. A graph parameter with a weight's name and exactly its type

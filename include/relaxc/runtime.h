@@ -75,6 +75,10 @@ typedef struct rx_rt_device_info {
   bool int8;           /* 8-bit integer arithmetic and storage in kernels */
   bool timestamps;     /* rx_rt_timer_* works */
   bool unified_memory; /* buffers are host-visible (no staging copies) */
+  /* rx_rt_buffer_import_host: the alignment of host memory the device uses in place (Vulkan:
+   * minImportedHostPointerAlignment of VK_EXT_external_memory_host; CUDA: 256); 0: it cannot
+   * (imports copy). Set by rx_rt_device_open (rx_rt_enumerate leaves it 0 on Vulkan). */
+  uint64_t host_import_alignment;
 } rx_rt_device_info;
 
 /* Whether a backend can be used here: NULL, or a status saying why not (for example
@@ -127,6 +131,49 @@ RX_API rx_status rx_rt_buffer_read(rx_rt_buffer *b, size_t offset, void *dst, si
 RX_API rx_status rx_rt_buffer_fill(rx_rt_buffer *b, size_t offset, size_t bytes, uint8_t value);
 RX_API rx_status rx_rt_buffer_copy(rx_rt_buffer *src, size_t src_offset, rx_rt_buffer *dst,
                                    size_t dst_offset, size_t bytes);
+
+/* ---- host memory used in place (zero-copy) ----
+ * rx_rt_buffer_import_host makes a buffer of the caller's host memory [ptr, ptr + bytes). Where
+ * the device can use that memory itself (Vulkan with VK_EXT_external_memory_host: lavapipe,
+ * integrated and most discrete GPUs; CUDA through cuMemHostRegister, device-mapped), the buffer
+ * IS that memory: kernels read and write it in place, and *out_kind is RX_RT_IMPORT_IN_PLACE. The
+ * caller keeps the memory valid and does not free it until the buffer is released: the release
+ * waits for the queued work that may use it, so the memory is the caller's again when
+ * rx_rt_buffer_release returns (a buffer also held by a tensor or a result lives as long as they
+ * do). Host writes to it between calls are seen by the next call; results written into it are seen
+ * after a synchronization (reading a result, rx_rt_buffer_map, rx_rt_device_synchronize). Otherwise
+ * the buffer is a new device buffer holding a copy of the bytes (a synchronous write) and *out_kind
+ * says why: the device cannot import host memory, or ptr is not aligned as the device requires
+ * (Vulkan: the buffer's offset alignment, 64 bytes on lavapipe, within pages of
+ * rx_rt_device_info.host_import_alignment; CUDA: 256 bytes), or the size is not whole 4-byte
+ * words (kernels may write whole words), or the driver refused the range (CUDA: a range
+ * registered already). Later writes on either side
+ * are then not seen by the other. Errors (RX_ERR_INVALID, naming the argument): ptr NULL,
+ * bytes 0, a range that wraps around, a size past the device's largest buffer; a pointer the
+ * driver reports as not host memory. */
+typedef enum rx_rt_import {
+  RX_RT_IMPORT_NONE = 0,         /* not an import: a buffer the runtime allocated */
+  RX_RT_IMPORT_IN_PLACE,         /* the caller's memory itself, used in place */
+  RX_RT_IMPORT_COPY_UNSUPPORTED, /* copied: the device cannot import host memory */
+  RX_RT_IMPORT_COPY_UNALIGNED,   /* copied: ptr is not aligned as the device requires */
+  RX_RT_IMPORT_COPY_REFUSED,     /* copied: the driver refused to import the range */
+} rx_rt_import;
+RX_API const char *rx_rt_import_name(rx_rt_import k); /* "in place", "copied: unaligned", ... */
+RX_API rx_status rx_rt_buffer_import_host(rx_rt_device *d, void *ptr, size_t bytes,
+                                          rx_rt_buffer **out_buffer, rx_rt_import *out_kind);
+RX_API rx_rt_import rx_rt_buffer_import_kind(const rx_rt_buffer *b);
+/* The buffer's contents as host memory, read and written in place (no copy): synchronizes
+ * first, then *out_ptr points at byte 0 of the buffer (an imported buffer: the caller's ptr).
+ * Valid while the buffer lives and until work queued later writes it. RX_ERR_UNSUPPORTED where
+ * the buffer is not host-visible (device memory of a discrete GPU: read it with
+ * rx_rt_buffer_read). */
+RX_API rx_status rx_rt_buffer_map(rx_rt_buffer *b, void **out_ptr);
+/* Whether an artifact keeps the buffer: a slot of its planned storage (rx_rt_vm_call: the next
+ * call of a function of that artifact overwrites it) or one of its weights (which every call
+ * reads). A result tensor in such a buffer is to be read or copied before the next call, and not
+ * written; a result in a buffer of its own stays as it is while the caller holds it, and may be
+ * mapped and viewed (and written) without a copy for as long. */
+RX_API bool rx_rt_buffer_kept(const rx_rt_buffer *b);
 
 /* ---- kernel libraries (docs/kernel-abi.md) ---- */
 /* Loads DIR/kernels.json and the binaries it names (Vulkan: `binary`, SPIR-V; CUDA: `binary`, a
@@ -355,6 +402,11 @@ RX_API rx_status rx_rt_tensor_create(rx_rt_device *d, rx_dtype dtype, int ndim,
 RX_API rx_status rx_rt_tensor_from_host(rx_rt_device *d, rx_dtype dtype, int ndim,
                                         const int64_t *shape, const void *data,
                                         rx_rt_tensor **out_tensor);
+/* The same over the caller's memory, used in place where the device allows
+ * (rx_rt_buffer_import_host: its rules for the memory's lifetime, and *out_kind, may be NULL). */
+RX_API rx_status rx_rt_tensor_import_host(rx_rt_device *d, rx_dtype dtype, int ndim,
+                                          const int64_t *shape, void *data,
+                                          rx_rt_tensor **out_tensor, rx_rt_import *out_kind);
 /* A tensor over an existing buffer (retained), from its byte 0; the buffer must be large enough. */
 RX_API rx_status rx_rt_tensor_wrap(rx_rt_buffer *b, rx_dtype dtype, int ndim, const int64_t *shape,
                                    rx_rt_tensor **out_tensor);

@@ -92,12 +92,18 @@ class CompileRequest(Structure):  # rx_compile_request
                 ("dispatch", c_char_p), ("dispatch_min_rows", c_int64)]
 
 
+class ImportOptions(Structure):  # rx_import_options
+    _fields_ = [("dtype", c_int), ("max_seq_len", c_int64), ("max_batch", c_int64),
+                ("no_weights", c_bool), ("quantize", c_char_p), ("quantize_embeddings", c_bool)]
+
+
 class DeviceInfo(Structure):  # rx_rt_device_info
     _fields_ = [("backend", c_int), ("index", c_int), ("name", c_char * 256),
                 ("memory_bytes", c_uint64), ("subgroup_size", c_uint32),
                 ("shared_memory_bytes", c_uint32), ("push_constant_bytes", c_uint32),
                 ("max_threads_per_block", c_uint32), ("fp16", c_bool), ("int8", c_bool),
-                ("timestamps", c_bool), ("unified_memory", c_bool)]
+                ("timestamps", c_bool), ("unified_memory", c_bool),
+                ("host_import_alignment", c_uint64)]
 
 
 class ParamInfo(Structure):  # rx_rt_param_info
@@ -156,6 +162,7 @@ _PROTOS = {
     "rx_module_compile": (_P, [_P, POINTER(CompileRequest), _P, POINTER(POINTER(ctypes.c_ubyte)),
                                POINTER(c_size_t)]),
     "rx_module_compile_to_file": (_P, [_P, POINTER(CompileRequest), c_char_p, c_char_p, _P]),
+    "rx_module_import": (_P, [_P, c_char_p, POINTER(ImportOptions), _P]),
     # runtime.h
     "rx_rt_backend_name": (c_char_p, [c_int]),
     "rx_rt_device_open": (_P, [c_char_p, _P, _PP]),
@@ -171,6 +178,12 @@ _PROTOS = {
     "rx_rt_artifact_function_param": (c_bool, [_P, c_size_t, c_size_t, POINTER(ParamInfo)]),
     "rx_rt_artifact_targets": (c_char_p, [_P]),
     "rx_rt_tensor_from_host": (_P, [_P, c_int, c_int, POINTER(c_int64), c_void_p, _PP]),
+    "rx_rt_tensor_import_host": (_P, [_P, c_int, c_int, POINTER(c_int64), c_void_p, _PP,
+                                      POINTER(c_int)]),
+    "rx_rt_import_name": (c_char_p, [c_int]),
+    "rx_rt_tensor_buffer": (_P, [_P]),
+    "rx_rt_buffer_map": (_P, [_P, POINTER(c_void_p)]),
+    "rx_rt_buffer_kept": (c_bool, [_P]),
     "rx_rt_tensor_release": (None, [_P]),
     "rx_rt_tensor_dtype": (c_int, [_P]),
     "rx_rt_tensor_ndim": (c_int, [_P]),

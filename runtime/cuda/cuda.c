@@ -35,6 +35,8 @@ static struct cu_fns cu;
 /* A kernel's buffers, and its symbolic values, at most: its parameters are gathered on the C
  * stack (no generated kernel comes near). */
 #define CU_MAX_ARGS 64
+/* The alignment of imported host memory (rx_rt_buffer_import_host): cuMemAlloc's. */
+#define CU_IMPORT_ALIGN 256
 
 /* A freed allocation kept for reuse (see "memory" below). */
 typedef struct cu_block {
@@ -60,6 +62,7 @@ typedef struct cu_buffer {
   rx_rt_buffer base;
   CUdeviceptr ptr;
   size_t bytes; /* the size class allocated (>= base.size) */
+  void *host;   /* imported: the caller's memory, registered (cuMemHostRegister), ptr its address */
 } cu_buffer;
 
 typedef struct cu_timer {
@@ -107,6 +110,7 @@ static rx_status cufail(cu_device *d, cu_result r, const char *what) {
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static rx_status cu_cached; /* why the driver cannot be used, or NULL */
 static bool cu_graphs;      /* the driver has every entry point of CU_GRAPH_FNS (CUDA 12.0) */
+static bool cu_host;        /* the driver has every entry point of CU_HOST_FNS */
 
 static void cu_load(void) {
   static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
@@ -136,6 +140,12 @@ static void cu_load(void) {
   cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                       \
   cu_graphs = cu_graphs && cu.name;
   CU_GRAPH_FNS(X)
+#undef X
+  cu_host = true;
+#define X(name, sym, params)                                                                       \
+  cu.name = (cu_result(*) params)(uintptr_t)dlsym(lib, sym);                                       \
+  cu_host = cu_host && cu.name;
+  CU_HOST_FNS(X)
 #undef X
   if (!cu_cached) {
     cu_result r = cu.cuInit(0);
@@ -176,6 +186,8 @@ static void fill_info(CUdevice dev, int index, rx_rt_device_info *info) {
   info->int8 = true;
   info->timestamps = true;
   info->unified_memory = false;
+  /* rx_rt_buffer_import_host: cuMemAlloc's alignment, which kernels' vector accesses assume */
+  info->host_import_alignment = cu_host ? CU_IMPORT_ALIGN : 0;
   info->push_constant_bytes = 0;
 }
 
@@ -312,6 +324,14 @@ static rx_status cu_buffer_init(rx_rt_buffer *base) {
 static void cu_buffer_destroy(rx_rt_buffer *base) {
   cu_device *d = (cu_device *)base->device;
   cu_buffer *b = (cu_buffer *)base;
+  if (b->host) { /* imported: unregistered once the queued work is done with it */
+    cu.cuCtxSetCurrent(d->ctx);
+    rx_status_free(flush(d));
+    cu.cuStreamSynchronize(d->stream);
+    cu.cuMemHostUnregister(b->host);
+    b->host = NULL;
+    return;
+  }
   pthread_mutex_lock(&d->free_lock);
   if (d->cache && d->nfree == d->cap_free) {
     size_t cap = d->cap_free ? 2 * d->cap_free : 16;
@@ -333,6 +353,47 @@ static void cu_buffer_destroy(rx_rt_buffer *base) {
   rx_status_free(flush(d));          /* logged launches may use it (an error: no one to tell) */
   cu.cuStreamSynchronize(d->stream); /* queued work may still use it */
   cu.cuMemFree(b->ptr);
+}
+
+/* The caller's memory registered as mapped pinned memory (cuMemHostRegister with DEVICEMAP) and
+ * used through its device address. Declines (*kind, NULL) where the driver lacks registration,
+ * where ptr is not aligned as cuMemAlloc's memory is (kernels' vector accesses assume it) or the
+ * size is not whole 4-byte words, and where the driver refuses the range (already registered,
+ * for one: a range registers once). */
+static rx_status cu_buffer_import(rx_rt_buffer *base, void *ptr, rx_rt_import *kind) {
+  cu_device *d = (cu_device *)base->device;
+  cu_buffer *b = (cu_buffer *)base;
+  *kind = RX_RT_IMPORT_COPY_UNSUPPORTED;
+  if (!cu_host) return NULL;
+  *kind = RX_RT_IMPORT_COPY_UNALIGNED;
+  if ((uintptr_t)ptr % CU_IMPORT_ALIGN || base->size % 4) return NULL;
+  CTX(d);
+  *kind = RX_RT_IMPORT_COPY_REFUSED;
+  if (cu.cuMemHostRegister(ptr, base->size, HOSTREGISTER_DEVICEMAP) != RES_SUCCESS) return NULL;
+  CUdeviceptr dp = 0;
+  cu_result r = cu.cuMemHostGetDevicePointer(&dp, ptr, 0);
+  if (r != RES_SUCCESS) {
+    cu.cuMemHostUnregister(ptr);
+    return cufail(d, r, "cuMemHostGetDevicePointer");
+  }
+  b->ptr = dp;
+  b->host = ptr;
+  *kind = RX_RT_IMPORT_IN_PLACE;
+  return NULL;
+}
+
+/* Only imported buffers are host memory: device memory is read with a copy. */
+static rx_status cu_buffer_map(rx_rt_buffer *base, void **out_ptr) {
+  cu_device *d = (cu_device *)base->device;
+  cu_buffer *b = (cu_buffer *)base;
+  if (!b->host)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "cuda:%d (%s): the buffer is in device memory the host cannot map "
+                            "(read it with rx_rt_buffer_read)",
+                            d->base.info.index, d->base.info.name);
+  RX_RETURN_IF_ERROR(cu_synchronize(base->device));
+  *out_ptr = b->host;
+  return NULL;
 }
 
 static rx_status cu_buffer_write(rx_rt_buffer *base, size_t off, const void *src, size_t n) {
@@ -654,5 +715,5 @@ const rt_backend rt_cuda_backend = {
     cu_device_init,    cu_device_destroy, cu_synchronize,    cu_buffer_init,    cu_buffer_destroy,
     cu_buffer_write,   cu_buffer_read,    cu_buffer_fill,    cu_buffer_copy,    cu_kernel_create,
     cu_kernel_destroy, cu_launch,         cu_timer_init,     cu_timer_destroy,  cu_timer_record,
-    cu_timer_elapsed,
+    cu_timer_elapsed,  cu_buffer_import,  cu_buffer_map,
 };

@@ -78,7 +78,9 @@ struct CUDA_KERNEL_NODE_PARAMS_v2_st {
     97)                                                                                            \
   X(FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8)   \
   X(STREAM_NON_BLOCKING, CU_STREAM_NON_BLOCKING, 1)                                                \
-  X(EVENT_DEFAULT, CU_EVENT_DEFAULT, 0)
+  X(EVENT_DEFAULT, CU_EVENT_DEFAULT, 0)                                                            \
+  X(HOSTREGISTER_DEVICEMAP, CU_MEMHOSTREGISTER_DEVICEMAP, 2)                                       \
+  X(RES_HOST_MEMORY_ALREADY_REGISTERED, CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712)
 
 enum {
 #define X(name, driver_name, value) name = value,
@@ -142,7 +144,15 @@ enum {
   X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec))                                       \
   X(cuGraphDestroy, "cuGraphDestroy", (CUgraph))
 
-#define CU_FNS(X) CU_BASE_FNS(X) CU_GRAPH_FNS(X)
+/* Host memory registration (rx_rt_buffer_import_host: the caller's memory pinned and mapped for
+ * the device): CUDA 4.0's; cuda.h binds cuMemHostRegister and cuMemHostGetDevicePointer to their
+ * _v2 (CUDA 6.5 and 3.2). Optional: without them imports copy. */
+#define CU_HOST_FNS(X)                                                                             \
+  X(cuMemHostRegister, "cuMemHostRegister_v2", (void *, size_t, unsigned))                         \
+  X(cuMemHostUnregister, "cuMemHostUnregister", (void *))                                          \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", (CUdeviceptr *, void *, unsigned))
+
+#define CU_FNS(X) CU_BASE_FNS(X) CU_GRAPH_FNS(X) CU_HOST_FNS(X)
 
 /* the entry points, as cuda.c fetches them */
 struct cu_fns {

@@ -122,4 +122,6 @@ const rt_backend rt_null_backend = {
     nl_timer_destroy,
     nl_timer_record,
     nl_timer_elapsed,
+    NULL, /* buffer_import: optional; without it rx_rt_buffer_import_host copies */
+    NULL, /* buffer_map: optional; without it rx_rt_buffer_map is unsupported */
 };

@@ -133,6 +133,7 @@ typedef struct vk_fns {
 #undef X
   PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;
   PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+  PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT; /* host import */
 } vk_fns;
 
 /* ---- memory ---- */
@@ -187,7 +188,10 @@ typedef struct vk_device {
   bool sg_ext;                        /* shaderSubgroupExtendedTypes enabled */
   uint32_t sg_min, sg_max, sg_max_wg; /* its sizes; maxComputeWorkgroupSubgroups */
   bool staging;                       /* device buffers are not mapped */
-  vk_block *blocks;                   /* of every memory type */
+  /* VK_EXT_external_memory_host enabled: host memory imported in place (vk_buffer_import) at
+   * this alignment (minImportedHostPointerAlignment) */
+  VkDeviceSize host_align;
+  vk_block *blocks;                            /* of every memory type */
   VkDeviceSize heap_used[VK_MAX_MEMORY_HEAPS]; /* bytes of blocks allocated in each heap */
   VkPipelineCache cache;
   VkCommandPool cmdpool;
@@ -223,6 +227,7 @@ typedef struct vk_buffer {
   vk_mem m;
   uint64_t serial; /* the device's count of buffers when its VkBuffer was made: a buffer reused
                       from the cache keeps its VkBuffer and serial, a new VkBuffer gets a new one */
+  VkDeviceMemory imported; /* host memory imported for it (m.block NULL), freed with it */
 } vk_buffer;
 
 /* A released buffer in the device's cache: its memory and serial, for a buffer of size bytes. */
@@ -952,6 +957,25 @@ static void query_coopmat(vk_device *d, bool memory_model, const char **ext_name
   if (d->coopmat) *ext_name = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
 }
 
+/* Host memory import (VK_EXT_external_memory_host, Vulkan registry): where the device has it (and
+ * RX_VULKAN_NO_HOST_IMPORT is unset: testing, as a device without), d->host_align is its
+ * minImportedHostPointerAlignment (a power of two) and the extension is to be enabled. */
+static bool query_host_import(vk_device *d) {
+  d->host_align = 0;
+  const char *no = getenv("RX_VULKAN_NO_HOST_IMPORT");
+  if ((no && *no && strcmp(no, "0") != 0) ||
+      !has_device_ext(d, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME))
+    return false;
+  VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT, NULL, 0};
+  VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &hp, {0}};
+  d->f.vkGetPhysicalDeviceProperties2(d->phys, &p2);
+  VkDeviceSize a = hp.minImportedHostPointerAlignment;
+  if (!a || (a & (a - 1))) return false; /* not a power of two: not usable */
+  d->host_align = a;
+  return true;
+}
+
 /* Subgroup size control: whether d has it for compute (Vulkan 1.3 core, or the extension, which
  * *ext_name then names for vkCreateDevice), its sizes, and the features to enable (chained into
  * the device's features by the caller through *feat). */
@@ -1062,7 +1086,7 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
     sgc.pNext = en.f2.pNext;
     en.f2.pNext = &sgc;
   }
-  const char *cm_ext = NULL, *exts[2];
+  const char *cm_ext = NULL, *exts[3];
   uint32_t next = 0;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm;
   query_coopmat(d, have.has12 && have.v12.vulkanMemoryModel, &cm_ext, &cm);
@@ -1072,6 +1096,7 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   }
   if (sgc_ext) exts[next++] = sgc_ext;
   if (cm_ext) exts[next++] = cm_ext;
+  if (query_host_import(d)) exts[next++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qci = {
       VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, d->qfamily, 1, &prio};
@@ -1090,6 +1115,13 @@ static rx_status vk_device_init(rx_rt_device *base, int index, const rx_rt_devic
   VK_DEVICE_FNS(X)
 #undef X
   d->f.vkGetDeviceQueue(d->dev, d->qfamily, 0, &d->queue);
+  if (d->host_align) {
+    d->f.vkGetMemoryHostPointerPropertiesEXT =
+        (PFN_vkGetMemoryHostPointerPropertiesEXT)d->f.vkGetDeviceProcAddr(
+            d->dev, "vkGetMemoryHostPointerPropertiesEXT");
+    if (!d->f.vkGetMemoryHostPointerPropertiesEXT) d->host_align = 0;
+  }
+  d->base.info.host_import_alignment = d->host_align;
 
   /* buffers: host-visible where it is device-local too, else staging */
   bool unified = d->base.info.unified_memory;
@@ -1209,10 +1241,20 @@ static rx_status vk_buffer_init(rx_rt_buffer *base) {
   return s;
 }
 
-/* Into the cache, where it has room (see the top); else freed after the recorded batch. */
+/* Into the cache, where it has room (see the top); else freed after the recorded batch. An
+ * imported buffer is freed at once, after the recorded batch ran: the caller's memory is the
+ * caller's again when the release returns. */
 static void vk_buffer_destroy(rx_rt_buffer *base) {
   vk_device *d = (vk_device *)base->device;
   vk_buffer *b = (vk_buffer *)base;
+  if (b->imported) {
+    if (d->recording) rx_status_free(vk_synchronize(&d->base)); /* an error stays in d->lost */
+    d->f.vkDestroyBuffer(d->dev, b->m.buf, NULL);
+    d->f.vkFreeMemory(d->dev, b->imported, NULL);
+    memset(&b->m, 0, sizeof b->m);
+    b->imported = VK_NULL_HANDLE;
+    return;
+  }
   if (b->m.buf && d->cached_bytes + b->m.size <= d->cache_limit) {
     if (rt_grow(&d->base.alloc, (void **)&d->cached, &d->capcached, d->ncached + 1,
                 sizeof *d->cached)) {
@@ -1223,6 +1265,103 @@ static void vk_buffer_destroy(rx_rt_buffer *base) {
     }
   }
   mem_free_later(d, &b->m);
+}
+
+/* Imports the pages holding [ptr, ptr + size) (VK_EXT_external_memory_host) and binds a buffer
+ * at ptr's offset in them. Declines (*kind, NULL) where the device has no import, where ptr or
+ * the size is not aligned as the buffer needs (a kernel may write whole 4-byte words), and where
+ * the driver refuses the range as memory it cannot import; a pointer the driver reports as
+ * invalid is an error. */
+static rx_status vk_buffer_import(rx_rt_buffer *base, void *ptr, rx_rt_import *kind) {
+  vk_device *d = (vk_device *)base->device;
+  vk_buffer *b = (vk_buffer *)base;
+  *kind = RX_RT_IMPORT_COPY_UNSUPPORTED;
+  if (!d->host_align) return NULL;
+  if (base->size > d->limits.maxStorageBufferRange)
+    return base_status_make(
+        RX_ERR_INVALID, "vulkan:%d (%s): %zu bytes is larger than maxStorageBufferRange (%u)",
+        d->base.info.index, d->base.info.name, base->size, d->limits.maxStorageBufferRange);
+  VkDeviceSize a = d->host_align;
+  uintptr_t p = (uintptr_t)ptr, page = p & ~(uintptr_t)(a - 1);
+  VkDeviceSize head = p - page, size = ((VkDeviceSize)base->size + 3) & ~(VkDeviceSize)3;
+  VkDeviceSize total = (head + size + a - 1) & ~(a - 1);
+  *kind = RX_RT_IMPORT_COPY_UNALIGNED;
+  if (base->size % 4) return NULL;
+  VkExternalMemoryBufferCreateInfo ebci = {VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+                                           NULL,
+                                           VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT};
+  VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                            &ebci,
+                            0,
+                            size,
+                            k_buffer_usage,
+                            VK_SHARING_MODE_EXCLUSIVE,
+                            0,
+                            NULL};
+  VkBuffer buf;
+  VK_TRY(d, d->f.vkCreateBuffer(d->dev, &bci, NULL, &buf), "vkCreateBuffer");
+  VkMemoryRequirements req;
+  d->f.vkGetBufferMemoryRequirements(d->dev, buf, &req);
+  VkDeviceSize balign = req.alignment > d->limits.minStorageBufferOffsetAlignment
+                            ? req.alignment
+                            : d->limits.minStorageBufferOffsetAlignment;
+  if (balign && head % balign) {
+    d->f.vkDestroyBuffer(d->dev, buf, NULL);
+    return NULL;
+  }
+  VkMemoryHostPointerPropertiesEXT hp = {VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT, NULL,
+                                         0};
+  VkResult r = d->f.vkGetMemoryHostPointerPropertiesEXT(
+      d->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, (void *)page, &hp);
+  if (r == VK_ERROR_INVALID_EXTERNAL_HANDLE) {
+    d->f.vkDestroyBuffer(d->dev, buf, NULL);
+    return base_status_make(RX_ERR_INVALID,
+                            "vulkan:%d (%s): %p is not host memory the driver can import "
+                            "(vkGetMemoryHostPointerPropertiesEXT)",
+                            d->base.info.index, d->base.info.name, ptr);
+  }
+  /* of the types both allow, a host-visible coherent one (every type is, where import works) */
+  uint32_t bits = r == VK_SUCCESS ? hp.memoryTypeBits & req.memoryTypeBits : 0, type = UINT32_MAX;
+  for (uint32_t i = 0; i < d->mem.memoryTypeCount && type == UINT32_MAX; i++)
+    if ((bits >> i & 1) &&
+        (d->mem.memoryTypes[i].propertyFlags & (RT_VK_HV | RT_VK_HC)) == (RT_VK_HV | RT_VK_HC))
+      type = i;
+  for (uint32_t i = 0; i < d->mem.memoryTypeCount && type == UINT32_MAX; i++)
+    if (bits >> i & 1) type = i;
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  if (type != UINT32_MAX) {
+    VkImportMemoryHostPointerInfoEXT imp = {
+        VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT, NULL,
+        VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, (void *)page};
+    VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &imp, total, type};
+    r = d->f.vkAllocateMemory(d->dev, &mai, NULL, &mem);
+    if (r == VK_SUCCESS) r = d->f.vkBindBufferMemory(d->dev, buf, mem, head);
+  }
+  if (type == UINT32_MAX || r != VK_SUCCESS) {
+    if (mem) d->f.vkFreeMemory(d->dev, mem, NULL);
+    d->f.vkDestroyBuffer(d->dev, buf, NULL);
+    if (r == VK_ERROR_DEVICE_LOST) return vkfail(d, r, "vkAllocateMemory (host import)");
+    *kind = RX_RT_IMPORT_COPY_REFUSED;
+    return NULL;
+  }
+  b->imported = mem;
+  b->m = (vk_mem){buf, NULL, head, size, (uint8_t *)ptr};
+  b->serial = ++d->serials;
+  *kind = RX_RT_IMPORT_IN_PLACE;
+  return NULL;
+}
+
+static rx_status vk_buffer_map(rx_rt_buffer *base, void **out_ptr) {
+  vk_device *d = (vk_device *)base->device;
+  vk_buffer *b = (vk_buffer *)base;
+  if (!b->m.map)
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "vulkan:%d (%s): the buffer is in device memory the host cannot map "
+                            "(read it with rx_rt_buffer_read)",
+                            d->base.info.index, d->base.info.name);
+  RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
+  *out_ptr = b->m.map;
+  return NULL;
 }
 
 static void copy_cmd(vk_device *d, VkBuffer src, VkDeviceSize so, VkBuffer dst, VkDeviceSize dof,
@@ -1237,7 +1376,7 @@ static rx_status vk_buffer_write(rx_rt_buffer *base, size_t off, const void *src
   vk_buffer *b = (vk_buffer *)base;
   RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
   if (b->m.map) {
-    memcpy(b->m.map + off, src, n);
+    memmove(b->m.map + off, src, n); /* an imported buffer may be written from itself */
     return NULL;
   }
   vk_mem st;
@@ -1257,7 +1396,7 @@ static rx_status vk_buffer_read(rx_rt_buffer *base, size_t off, void *dst, size_
   vk_buffer *b = (vk_buffer *)base;
   RX_RETURN_IF_ERROR(vk_synchronize(&d->base));
   if (b->m.map) {
-    memcpy(dst, b->m.map + off, n);
+    memmove(dst, b->m.map + off, n);
     return NULL;
   }
   vk_mem st;
@@ -1723,5 +1862,5 @@ const rt_backend rt_vulkan_backend = {
     vk_device_init,    vk_device_destroy, vk_synchronize,    vk_buffer_init,    vk_buffer_destroy,
     vk_buffer_write,   vk_buffer_read,    vk_buffer_fill,    vk_buffer_copy,    vk_kernel_create,
     vk_kernel_destroy, vk_launch,         vk_timer_init,     vk_timer_destroy,  vk_timer_record,
-    vk_timer_elapsed,
+    vk_timer_elapsed,  vk_buffer_import,  vk_buffer_map,
 };

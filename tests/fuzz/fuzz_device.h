@@ -81,7 +81,9 @@ static const rt_backend fz_backend = {fz_check,
                                       fz_timer_init,
                                       fz_timer_destroy,
                                       fz_timer_record,
-                                      fz_timer_elapsed};
+                                      fz_timer_elapsed,
+                                      NULL, /* buffer_import: imports copy */
+                                      NULL /* buffer_map */};
 
 /* A new device on the table above (release with rx_rt_device_release). */
 static rx_rt_device *fz_device_new(void) {

@@ -87,6 +87,53 @@ class Compile(unittest.TestCase):
         self.assertIn("tpu", str(cm.exception))
 
 
+class CompileModels(unittest.TestCase):
+    """relaxc.compile of models (rx_module_import, the command line's importer)."""
+
+    def test_hf_folder_equals_cli(self):
+        # the tiny Llama's folder compiles to the command line's artifact (RX_PY_LLM), byte for
+        # byte, to a file and to bytes
+        import tempfile
+        model = os.path.join(ROOT, "tests", "llm", "models", "kjv-llama")
+        with open(LLM, "rb") as f:
+            want = f.read()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "kjv.rxm")
+            self.assertEqual(relaxc.compile(model, output=out), out)
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), want)
+        self.assertEqual(relaxc.compile(model), want)
+        # the options of the command line change it (f32 weights: a larger artifact)
+        self.assertGreater(len(relaxc.compile(model, dtype="f32", max_seq_len=64)), len(want))
+
+    def test_onnx_and_gguf(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            onnx = os.path.join(tmp, "neg.onnx")  # Neg(x: float[2]), protobuf written by hand
+            subprocess.run([sys.executable, os.path.join(ROOT, "tests", "lit", "onnx", "Inputs",
+                                                         "one_node_onnx.py"), onnx, "Neg", "17"],
+                           check=True)
+            with relaxc.load(relaxc.compile(onnx)) as m:
+                np.testing.assert_array_equal(m.main(np.array([1.5, -2], np.float32)),
+                                              [-1.5, 2])
+        gguf = os.path.join(ROOT, "tests", "gguf", "models", "kjv-llama-f16.gguf")
+        with relaxc.load(relaxc.compile(gguf)) as m:
+            self.assertIn("decode", m.functions)
+
+    def test_model_errors(self):
+        with self.assertRaises(relaxc.InvalidError) as cm:
+            relaxc.compile(os.path.join(ROOT, "tests", "llm"))  # a folder without config.json
+        self.assertIn("config.json", str(cm.exception))
+        with self.assertRaises(relaxc.UnsupportedError) as cm:
+            relaxc.compile(os.path.join(ROOT, "tests", "gguf", "models", "bad-arch.gguf"))
+        self.assertIn("gptneox", str(cm.exception))
+        with self.assertRaises(relaxc.NotFoundError):
+            relaxc.compile(os.path.join(ROOT, "no", "such.onnx"))
+        with self.assertRaises(relaxc.InvalidError) as cm:
+            relaxc.compile(os.path.join(ROOT, "examples", "mlp.rx"), dtype="f16")
+        self.assertIn("for a model", str(cm.exception))
+
+
 class Stubs(unittest.TestCase):
     def test_stubs_name_the_api(self):
         # every public name the installed modules define is in their .pyi, and the reverse
@@ -172,6 +219,96 @@ class Run(unittest.TestCase):
         with self.assertRaises(relaxc.Error) as cm:
             relaxc.load(relaxc.compile(XYX), device="nosuch:0")
         self.assertIn("nosuch", str(cm.exception))
+
+
+IDENTITY = """graph_fn main(x: f32[n]) -> f32[n] {
+  return x
+}
+"""
+
+
+class ZeroCopy(unittest.TestCase):
+    """Arguments used in place and results viewed in place (docs/python.md, "Zero-copy") on
+    lavapipe, which imports host memory (VK_EXT_external_memory_host)."""
+
+    @classmethod
+    def setUpClass(cls):
+        art = relaxc.compile(XYX)
+        cls.mod = relaxc.load(art)
+        cls.copying = relaxc.load(art, zero_copy=False)
+        cls.ident = relaxc.load(relaxc.compile(IDENTITY))
+
+    @classmethod
+    def tearDownClass(cls):
+        for m in (cls.mod, cls.copying, cls.ident):
+            m.close()
+
+    def test_in_place_equals_copying(self):
+        # aligned arguments are imported in place; the results equal the copying path's bit for
+        # bit and float64 within 2 ulp (as test_ragged)
+        rng = np.random.default_rng(2)
+        for n in (1, 7, 33, 100, 1000):
+            x, y = relaxc.empty(n), relaxc.empty(n)
+            x[:] = rng.standard_normal(n)
+            y[:] = rng.standard_normal(n)
+            got = self.mod.main(x, y)
+            self.assertEqual(self.mod.last_imports, ["in place", "in place"], f"n={n}")
+            self.assertFalse(got.flags.owndata, "a result is a view of its device buffer")
+            want = self.copying.main(x, y)
+            self.assertEqual(self.copying.last_imports, ["not imported"] * 2)
+            self.assertTrue(want.flags.owndata)
+            np.testing.assert_array_equal(got, want, f"n={n}")
+            x64, y64 = x.astype(np.float64), y.astype(np.float64)
+            bound = 2.5e-7 * (np.abs(x64 * y64) + np.abs(x64))
+            self.assertTrue(np.all(np.abs(got - (x64 * y64 + x64)) <= bound), f"n={n}")
+
+    def test_shares_memory(self):
+        # main(x) = x: the result is the argument's own memory, imported and viewed in place
+        x = relaxc.empty(100)
+        x[:] = np.arange(100)
+        z = self.ident.main(x)
+        self.assertEqual(self.ident.last_imports, ["in place"])
+        self.assertTrue(np.shares_memory(z, x))
+        x[3] = -7
+        self.assertEqual(z[3], -7)
+        # a DLPack-only tensor over the same memory: the same
+        z2 = self.ident.main(HostOnlyDLPack(x))
+        self.assertEqual(self.ident.last_imports, ["in place"])
+        self.assertTrue(np.shares_memory(z2, x))
+        # one element off the alignment: a copy, reported, with the same values
+        off = x[1:]
+        z3 = self.ident.main(off)
+        self.assertEqual(len(self.ident.last_imports), 1)
+        self.assertTrue(self.ident.last_imports[0].startswith("copied"),
+                        self.ident.last_imports)
+        self.assertFalse(np.shares_memory(z3, x))
+        np.testing.assert_array_equal(z3, off)
+        # zero_copy=False: never the caller's memory
+        with relaxc.load(relaxc.compile(IDENTITY), zero_copy=False) as m:
+            z4 = m.main(x)
+            self.assertFalse(np.shares_memory(z4, x))
+            np.testing.assert_array_equal(z4, x)
+        del z, z2, z3, z4
+
+    def test_results_stay(self):
+        # a result's buffer is its own: the next call does not change it, and it outlives the
+        # module's close (the view holds the result, which holds the device)
+        x, y = relaxc.aligned(np.arange(33, dtype=np.float32)), relaxc.empty(33)
+        y[:] = 2
+        art = relaxc.compile(XYX)
+        m = relaxc.load(art)
+        r1 = m.main(x, y)
+        keep = r1.copy()
+        r2 = m.main(y, x)
+        np.testing.assert_array_equal(r1, keep)
+        np.testing.assert_array_equal(r2, y * x + y)
+        m.close()
+        import gc
+        gc.collect()
+        np.testing.assert_array_equal(r1, x * y + x)
+        self.assertEqual(relaxc.aligned(x).ctypes.data, x.ctypes.data)  # already aligned
+        with self.assertRaises(relaxc.InvalidError):
+            relaxc.empty(4, align=48)
 
 
 def f16(a):

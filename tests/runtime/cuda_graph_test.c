@@ -632,6 +632,66 @@ static void test_memory_cache(void) {
   fake.reset();
 }
 
+/* Host memory import on CUDA (rx_rt_buffer_import_host): a 256-byte-aligned range is registered
+ * (cuMemHostRegister, device-mapped) and used in place: its device address is the fake's host
+ * address, fills and copies queued on the stream land in the caller's memory, the map is the
+ * caller's pointer, the release unregisters after the queued work; an unaligned pointer, a size
+ * of part words, a range registered twice and a driver that refuses are copies, reported. */
+static void test_host_import(void) {
+  declare_kernels();
+  rx_rt_device *d = open_device(true);
+  if (!d) return;
+  CHECK_MSG(rx_rt_device_get_info(d)->host_import_alignment == 256, "alignment %llu",
+            (unsigned long long)rx_rt_device_get_info(d)->host_import_alignment);
+  uint8_t *mem = aligned_alloc(256, 4096);
+  memset(mem, 0, 4096);
+  rx_rt_buffer *b = NULL, *src = NULL, *b2 = NULL, *c = NULL;
+  rx_rt_import k = RX_RT_IMPORT_NONE;
+  CHECK_OK(rx_rt_buffer_import_host(d, mem, 1024, &b, &k));
+  CHECK_MSG(k == RX_RT_IMPORT_IN_PLACE, "imported: %s", rx_rt_import_name(k));
+  CHECK_MSG(fake.count("allocs") == 1, "one registered range: %ld", fake.count("allocs"));
+  CHECK_OK(rx_rt_buffer_alloc(d, 256, &src));
+  if (b && src && k == RX_RT_IMPORT_IN_PLACE) {
+    CHECK_OK(rx_rt_buffer_fill(src, 0, 256, 0x3f));
+    CHECK_OK(rx_rt_buffer_copy(src, 0, b, 512, 256));
+    CHECK_OK(rx_rt_buffer_fill(b, 0, 100, 0x40));
+    void *p = NULL;
+    CHECK_OK(rx_rt_buffer_map(b, &p));
+    CHECK_MSG(p == mem, "the map is the caller's memory");
+    CHECK_MSG(mem[0] == 0x40 && mem[99] == 0x40 && mem[100] == 0 && mem[512] == 0x3f &&
+                  mem[767] == 0x3f && mem[768] == 0,
+              "device writes in place");
+    uint8_t back[16];
+    CHECK_OK(rx_rt_buffer_read(b, 512, back, 16));
+    CHECK(back[0] == 0x3f && back[15] == 0x3f);
+    /* the same range again: registered once, so a copy */
+    CHECK_OK(rx_rt_buffer_import_host(d, mem, 1024, &b2, &k));
+    CHECK_MSG(k == RX_RT_IMPORT_COPY_REFUSED, "a range registered twice: %s", rx_rt_import_name(k));
+    CHECK_ERR(rx_rt_buffer_map(b2, &p), RX_ERR_UNSUPPORTED, "device memory");
+  }
+  /* unaligned pointer, part words: copies; the driver refusing: a copy */
+  CHECK_OK(rx_rt_buffer_import_host(d, mem + 2048 + 16, 64, &c, &k));
+  CHECK_MSG(k == RX_RT_IMPORT_COPY_UNALIGNED, "16 bytes past 256: %s", rx_rt_import_name(k));
+  rx_rt_buffer_release(c);
+  CHECK_OK(rx_rt_buffer_import_host(d, mem + 2048, 63, &c, &k));
+  CHECK_MSG(k == RX_RT_IMPORT_COPY_UNALIGNED, "63 bytes: %s", rx_rt_import_name(k));
+  rx_rt_buffer_release(c);
+  fake.fail("cuMemHostRegister_v2", 0, 1);
+  CHECK_OK(rx_rt_buffer_import_host(d, mem + 2048, 64, &c, &k));
+  CHECK_MSG(k == RX_RT_IMPORT_COPY_REFUSED, "refused: %s", rx_rt_import_name(k));
+  rx_rt_buffer_release(c);
+  long live = fake.count("allocs");
+  rx_rt_buffer_release(b);
+  CHECK_MSG(fake.count("allocs") == live - 1, "the release unregistered the range");
+  rx_rt_buffer_release(b2);
+  rx_rt_buffer_release(src);
+  rx_rt_device_release(d);
+  free(mem);
+  fake.trace_clear();
+  check_fake_clean("host import");
+  fake.reset();
+}
+
 int main(int argc, char **argv) {
   if (!load_fake(argc > 1 ? argv[1] : "libcuda.so.1")) return 1;
   setenv("RX_CUDA_CACHE", "0", 1); /* see open_device */
@@ -680,6 +740,7 @@ int main(int argc, char **argv) {
   }
   CHECK_MSG(digests[0] == digests[1], "the decode steps traced the same with graphs on and off");
   test_memory_cache();
+  test_host_import();
   want_clear();
   free(want.lines);
   return check_finish("runtime.cuda_graph");

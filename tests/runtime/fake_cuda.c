@@ -85,6 +85,7 @@ typedef struct alloc {
   uint8_t *p;
   size_t n;
   long id;
+  bool host; /* registered host memory (cuMemHostRegister): the caller's, not freed here */
   struct alloc *next;
 } alloc;
 
@@ -223,7 +224,7 @@ API cu_result cuMemAlloc_v2(CUdeviceptr *out, size_t n) {
 
 API cu_result cuMemFree_v2(CUdeviceptr p) {
   for (alloc **pa = &F.allocs; *pa; pa = &(*pa)->next)
-    if ((CUdeviceptr)(uintptr_t)(*pa)->p == p) {
+    if ((CUdeviceptr)(uintptr_t)(*pa)->p == p && !(*pa)->host) {
       alloc *a = *pa;
       *pa = a->next;
       F.live_bytes -= a->n;
@@ -232,6 +233,46 @@ API cu_result cuMemFree_v2(CUdeviceptr p) {
       return RES_SUCCESS;
     }
   return misuse(RES_INVALID_VALUE, "cuMemFree", "not an allocation");
+}
+
+/* Host memory registration: the range becomes an allocation whose device address is its host
+ * address (as with unified addressing); a range overlapping a registered one is refused as the
+ * driver does. fake_cuda_fail("cuMemHostRegister_v2", ...) makes it fail (not supported). */
+API cu_result cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
+  if (!p || !n) return misuse(RES_INVALID_VALUE, "cuMemHostRegister", "NULL or empty range");
+  if (injected("cuMemHostRegister_v2")) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+  uintptr_t lo = (uintptr_t)p;
+  for (alloc *a = F.allocs; a; a = a->next)
+    if (a->host && lo < (uintptr_t)a->p + a->n && (uintptr_t)a->p < lo + n)
+      return RES_HOST_MEMORY_ALREADY_REGISTERED;
+  alloc *a = calloc(1, sizeof *a);
+  if (!a) return RES_OUT_OF_MEMORY;
+  *a = (alloc){(uint8_t *)p, n, ++F.nallocs, true, F.allocs};
+  F.allocs = a;
+  trace("register #%ld %zu flags %u", a->id, n, flags);
+  return RES_SUCCESS;
+}
+
+API cu_result cuMemHostGetDevicePointer_v2(CUdeviceptr *out, void *p, unsigned flags) {
+  if (!out || flags) return misuse(RES_INVALID_VALUE, "cuMemHostGetDevicePointer", "arguments");
+  for (alloc *a = F.allocs; a; a = a->next)
+    if (a->host && (uint8_t *)p >= a->p && (uint8_t *)p < a->p + a->n) {
+      *out = (CUdeviceptr)(uintptr_t)p;
+      return RES_SUCCESS;
+    }
+  return misuse(RES_INVALID_VALUE, "cuMemHostGetDevicePointer", "not registered");
+}
+
+API cu_result cuMemHostUnregister(void *p) {
+  for (alloc **pa = &F.allocs; *pa; pa = &(*pa)->next)
+    if ((*pa)->p == p && (*pa)->host) {
+      alloc *a = *pa;
+      *pa = a->next;
+      trace("unregister #%ld", a->id);
+      free(a);
+      return RES_SUCCESS;
+    }
+  return misuse(RES_INVALID_VALUE, "cuMemHostUnregister", "not registered");
 }
 
 static bool live_stream(CUstream s) {
@@ -726,6 +767,9 @@ CHECK_SIGNATURE(cuModuleGetFunction, cuModuleGetFunction)
 CHECK_SIGNATURE(cuFuncSetAttribute, cuFuncSetAttribute)
 CHECK_SIGNATURE(cuMemAlloc, cuMemAlloc_v2)
 CHECK_SIGNATURE(cuMemFree, cuMemFree_v2)
+CHECK_SIGNATURE(cuMemHostRegister, cuMemHostRegister_v2)
+CHECK_SIGNATURE(cuMemHostUnregister, cuMemHostUnregister)
+CHECK_SIGNATURE(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2)
 CHECK_SIGNATURE(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)
 CHECK_SIGNATURE(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)
 CHECK_SIGNATURE(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)
@@ -838,7 +882,11 @@ API void fake_cuda_reset(void) {
     free(f);
   }
   while (F.modules) cuModuleUnload(F.modules);
-  while (F.allocs) cuMemFree_v2((CUdeviceptr)(uintptr_t)F.allocs->p);
+  while (F.allocs)
+    if (F.allocs->host)
+      cuMemHostUnregister(F.allocs->p);
+    else
+      cuMemFree_v2((CUdeviceptr)(uintptr_t)F.allocs->p);
   while (F.streams) cuStreamDestroy_v2(F.streams);
   while (F.events) cuEventDestroy_v2(F.events);
   while (F.execs) cuGraphExecDestroy(F.execs);

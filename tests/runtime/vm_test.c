@@ -789,6 +789,10 @@ static void test_calls(rx_rt_device *d) {
     CHECK_MSG(rx_rt_tensor_buffer(rx_rt_value_tensor(r1)) ==
                   rx_rt_tensor_buffer(rx_rt_value_tensor(r2)),
               "main's planned storage was not reused across calls");
+  /* rx_rt_buffer_kept says so (a caller copies such a result before the next call), and
+   * says no for a buffer of the caller's */
+  if (r1) CHECK(rx_rt_buffer_kept(rx_rt_tensor_buffer(rx_rt_value_tensor(r1))));
+  CHECK(!rx_rt_buffer_kept(rx_rt_tensor_buffer(x1)));
   rx_rt_value_release(r1);
   rx_rt_value_release(r2);
   double ms = -1;

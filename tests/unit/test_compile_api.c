@@ -4,7 +4,10 @@
  * values of the symbolic length, checked against a reference computed here. Errors (a bad
  * target, a module that does not type-check) come back as statuses that name the problem.
  *
- * usage: test_compile_api [TESTS_DIR]   (the directory is not used) */
+ * rx_module_import: a Hugging Face folder (the tiny Llama of tests/llm/models/kjv-llama) and a .rx
+ * file imported and compiled through the public API; its errors named.
+ *
+ * usage: test_compile_api [TESTS_DIR] */
 /* test-needs: runtime */
 #include "check.h"
 #include "relaxc/compiler.h"
@@ -74,7 +77,51 @@ static void run_at(rx_rt_artifact *a, rx_rt_device *d, int64_t n) {
   free(y);
 }
 
-int main(void) {
+/* rx_module_import of a model folder and a program file, and its errors. */
+static void test_import(const char *tests) {
+  char path[4096];
+  rx_module *m = rx_module_new();
+  snprintf(path, sizeof path, "%s/llm/models/kjv-llama", tests);
+  rx_status st = rx_module_import(m, path, NULL, NULL);
+  CHECK_MSG(!st, "import %s: %s", path, rx_status_message(st));
+  rx_status_free(st);
+  unsigned char *bytes = NULL;
+  size_t len = 0;
+  rx_compile_request req = {.targets = "vulkan"};
+  if (!st) {
+    st = rx_module_compile(m, &req, NULL, &bytes, &len);
+    CHECK_MSG(!st, "compile the imported model: %s", rx_status_message(st));
+    rx_status_free(st);
+  }
+  rx_rt_artifact *a = NULL;
+  if (bytes) CHECK_OK(rx_rt_artifact_load_memory(NULL, bytes, len, "kjv.rxm", &a));
+  if (a) { /* prefill, decode and the KV cache's constructor */
+    CHECK_MSG(rx_rt_artifact_function_count(a) == 3, "%zu functions",
+              rx_rt_artifact_function_count(a));
+    CHECK(rx_rt_artifact_weight_count(a) > 0);
+  }
+  rx_rt_artifact_release(a);
+  rx_free(bytes);
+  rx_module_free(m);
+  /* a .rx file */
+  m = rx_module_new();
+  snprintf(path, sizeof path, "%s/../examples/mlp.rx", tests);
+  CHECK_OK(rx_module_import(m, path, NULL, NULL));
+  rx_import_options o = {.dtype = RX_DTYPE_F32};
+  rx_module_free(m);
+  m = rx_module_new();
+  CHECK_ERR(rx_module_import(m, path, &o, NULL), RX_ERR_INVALID,
+            "are for a Hugging Face model folder or a GGUF file");
+  snprintf(path, sizeof path, "%s/llm", tests);
+  CHECK_ERR(rx_module_import(m, path, NULL, NULL), RX_ERR_INVALID, "without config.json");
+  snprintf(path, sizeof path, "%s/no/such.onnx", tests);
+  CHECK_ERR(rx_module_import(m, path, NULL, NULL), RX_ERR_NOT_FOUND, "such.onnx");
+  CHECK_ERR(rx_module_import(m, NULL, NULL, NULL), RX_ERR_INVALID, "NULL path");
+  rx_module_free(m);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) test_import(argv[1]);
   rx_status st;
   size_t len = 0;
   int errors = 0;

@@ -627,6 +627,12 @@ static void test_calls_on(rx_rt_device *d, bool check) {
   rx_status_free(s);
   free(bytes);
   if (!a) return;
+  /* the artifact keeps its weights' buffers (rx_rt_buffer_kept: a caller copies a result there) */
+  for (size_t i = 0; i < rx_rt_artifact_weight_count(a); i++) {
+    rx_rt_weight_info wi;
+    CHECK(rx_rt_artifact_weight(a, i, &wi) && wi.tensor &&
+          rx_rt_buffer_kept(rx_rt_tensor_buffer(wi.tensor)));
+  }
   float x[8] = {1, 2, 3, 4, -1, -2, -3, -4}, y[8], zero[4] = {0};
   int64_t xs[2] = {2, 4}, s4[1] = {4}, s3[1] = {3};
   uint16_t h3[3] = {0};
