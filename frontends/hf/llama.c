@@ -150,7 +150,7 @@ typedef struct gb {
   size_t *qkv, *bqkv; /* per layer: the entry of the fused q/k/v projection and of its bias (0:
                          none, or not fused: the layer uses q, k and v) */
   rx_status err;
-  int tp, tp_rank; /* --tensor-parallel: this rank of tp (tp > 1), else 0 */
+  int tp, tp_rank;           /* --tensor-parallel: this rank of tp (tp > 1), else 0 */
   const rx_hf_config *whole; /* --tensor-parallel: the model's config (c: this rank's share) */
   /* the function being built */
   rx_builder *b;
@@ -467,8 +467,8 @@ static const uint8_t *tp_block(gb *g, const hf_w *w, rx_dtype dt, const uint8_t 
   uint8_t *dst = base_malloc((size_t)(rows * cols) * es);
   rx_module_on_free(g->m, free, dst);
   for (int64_t r = 0; r < rows; r++)
-    memcpy(dst + (size_t)(r * cols) * es, src + (size_t)(r * w->split_full + g->tp_rank * cols) * es,
-           (size_t)cols * es);
+    memcpy(dst + (size_t)(r * cols) * es,
+           src + (size_t)(r * w->split_full + g->tp_rank * cols) * es, (size_t)cols * es);
   return dst;
 }
 
@@ -841,8 +841,10 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       continue;
     }
     const uint8_t *data;
-    const int64_t full[2] = {w->split == 1 ? w->split_full : w->shape[0],
-                             w->split == 2 ? w->split_full : w->in ? w->in : w->shape[1]};
+    const int64_t full[2] = {w->split == 1 ? w->split_full : w->shape[0], w->split == 2
+                                                                              ? w->split_full
+                                                                          : w->in ? w->in
+                                                                                  : w->shape[1]};
     const rx_st_tensor *t;
     RX_RETURN_IF_ERROR(find_tensor(g, ck, w->hf, w->ndim, full, &t, &data));
     if (w->split) data = tp_block(g, w, t->dtype, data);
