@@ -25,6 +25,9 @@ static rx_status unsupported(int world, const char *what) {
 
 rx_status hf_tp_check(const rx_hf_config *c, const rx_hf_options *o, bool gguf, int world) {
   if (world < 1) return base_status_make(RX_ERR_INVALID, "--tensor-parallel %d: 1..4096", world);
+  if (o && (o->tp_rank < 0 || o->tp_rank >= world))
+    return base_status_make(RX_ERR_INVALID, "--tensor-parallel %d: rank %d is not one of 0..%d",
+                            world, o->tp_rank, world - 1);
   if (gguf) return unsupported(world, "a GGUF file (its block formats)");
   if (o && o->quantize) return unsupported(world, "a model quantized at import (--quantize)");
   if (c->quantized) return unsupported(world, "a quantized checkpoint (quantization_config)");
