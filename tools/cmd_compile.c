@@ -20,7 +20,8 @@
  * --tensor-parallel N (issue 35): FILE's global view (distributed struct info on a one-axis mesh
  * of N devices: docs/text-format.md, "Distributed tensors") compiled once per rank, each with its
  * shards of the weights (passes/shard.c) and its own memory plan, into ONE multi-rank artifact
- * (docs/artifact.md, "Multi-rank artifacts").
+ * (docs/artifact.md, "Multi-rank artifacts"). A Hugging Face model folder is split by the
+ * Megatron preset instead (frontends/hf/tp.c: each rank's local program imported directly).
  * Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
  * target, compile errors, unwritable output), 2 usage errors. */
 #include "commands.h"
@@ -154,23 +155,22 @@ static bool reported_ok(rx_status st, bool *reported) {
 }
 
 /* --tensor-parallel N: rank r's artifact compiled from a fresh import with rank r's weights,
- * written next to outpath, then all put into outpath (each part removed). */
+ * written next to outpath, then all put into outpath (each part removed). A Hugging Face model
+ * is imported as rank r's local program by the Megatron preset (frontends/hf, tp_world); text
+ * and ONNX give the global view, lowered per rank by the shard pass. */
 static bool compile_ranks(int world, const char *file, const char *text, size_t len, char kind,
                           const rx_hf_options *hfo, rx_compile_options *o, const char *outpath,
                           rx_diag *diag, bool *reported) {
-  if (kind == 'h') {
-    fprintf(stderr, "relaxc: error: --tensor-parallel: the Megatron preset for a Hugging Face "
-                    "model is not implemented yet; give .rx text with a mesh and placements\n");
-    *reported = true;
-    return false;
-  }
   char **parts = calloc((size_t)world, sizeof *parts);
   bool ok = true;
   for (int r = 0; ok && r < world; r++) {
     rx_module *m = rx_module_new();
-    ok = load(m, file, text, len, kind, hfo, diag, reported);
+    rx_hf_options h = *hfo;
+    h.tp_world = world;
+    h.tp_rank = r;
+    ok = load(m, file, text, len, kind, &h, diag, reported);
     const rx_mesh *me = ok && m->meshes.len ? &m->meshes.data[0] : NULL;
-    if (ok && (!me || me->ndim != 1 || me->shape[0] != world)) {
+    if (ok && kind != 'h' && (!me || me->ndim != 1 || me->shape[0] != world)) {
       fprintf(stderr,
               "relaxc: error: --tensor-parallel %d: %s declares %s; expected one mesh of "
               "%d devices (mesh m = [%d])\n",
@@ -178,7 +178,7 @@ static bool compile_ranks(int world, const char *file, const char *text, size_t 
       *reported = true;
       ok = false;
     }
-    ok = ok && pass_shard_weights(m, world, r, diag);
+    ok = ok && (kind == 'h' || pass_shard_weights(m, world, r, diag));
     rx_compile_result res;
     memset(&res, 0, sizeof res);
     if (outpath) {

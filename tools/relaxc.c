@@ -125,7 +125,8 @@ static const rx_cli_flag compile_flags[] = {
      NULL},
     {"--tensor-parallel", NULL, "N",
      "compile the global view (a mesh of N devices and placements) once per rank, each with its "
-     "shards of the weights, into one multi-rank artifact",
+     "shards of the weights, into one multi-rank artifact; a Hugging Face folder is split by the "
+     "Megatron preset (heads, KV heads, intermediate and vocabulary divisible by N)",
      NULL},
     {"--jobs", "-j", "N",
      "compile kernels on N threads; default: the online CPUs (the artifact is the same for any N)",

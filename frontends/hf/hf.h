@@ -144,6 +144,12 @@ typedef struct rx_hf_options {
                                nearest); NULL: the compute dtype */
   bool quantize_embeddings; /* with quantize: the embedding table (read through quant_take) and
                                the output layer in the same scheme; false: the compute dtype */
+  /* Tensor parallelism, the Megatron preset (issue 35, docs/distributed.md): with tp_world > 1
+   * the import is rank tp_rank's local program of tp_world ranks: its q and KV heads, its
+   * columns of gate and up, its rows of o and down (each followed by an allreduce), its rows of
+   * lm_head (the logits allgathered), its KV heads' cache, and its slices of those weights.
+   * 0 or 1: the whole model. hf_tp_check names what does not divide. */
+  int tp_world, tp_rank;
 } rx_hf_options;
 #define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
 /* Decode attention splits each sequence's cache into chunks of this many tokens, one block of
@@ -169,6 +175,12 @@ bool gguf_hf_is_gguf(const char *path);
  * and the sections an artifact carries for generation (llm.json, tokenizer.json). A missing or
  * mis-shaped tensor names the tensor, the file and the expected and actual shapes. */
 rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o);
+
+/* Whether config c (read from dir) can be split over `world` ranks by the Megatron preset: heads,
+ * KV heads, the intermediate size and the vocabulary each divisible by world, a dense
+ * unquantized decoder with separate q/k/v and gate/up projections, a Hugging Face folder (not
+ * GGUF), no --quantize. An error names the config key, its value and world (frontends/hf/tp.c). */
+rx_status hf_tp_check(const rx_hf_config *c, const rx_hf_options *o, bool gguf, int world);
 
 /* Quantizes W [rows, in] (f32, row-major) into relaxc's own scheme sc (round to nearest,
  * frontends/hf/quantize.c) as base/quant.h lays it out: out_w (rows * in / 2 bytes for int4,

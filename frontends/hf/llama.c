@@ -129,6 +129,10 @@ typedef struct hf_w {
   bool group;
   const void *src;
   rx_dtype src_dtype;
+  /* --tensor-parallel (tp_shard): this rank's block of the checkpoint's tensor, split along dim
+   * split - 1 (1 rows, 2 columns; 0: whole) whose full size there is split_full */
+  int split;
+  int64_t split_full;
 } hf_w;
 
 typedef struct gb {
@@ -146,6 +150,8 @@ typedef struct gb {
   size_t *qkv, *bqkv; /* per layer: the entry of the fused q/k/v projection and of its bias (0:
                          none, or not fused: the layer uses q, k and v) */
   rx_status err;
+  int tp, tp_rank;           /* --tensor-parallel: this rank of tp (tp > 1), else 0 */
+  const rx_hf_config *whole; /* --tensor-parallel: the model's config (c: this rank's share) */
   /* the function being built */
   rx_builder *b;
   const char *fn;
@@ -421,6 +427,51 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   list_groups(g);
 }
 
+/* --tensor-parallel, the Megatron preset: the weights this rank holds a block of. g->c is the
+ * rank's share of the config already (heads, KV heads and intermediate divided by g->tp), so the
+ * shapes list_weights gave are the local ones; here each split weight learns its dim and full
+ * size: q, k, v (and their biases), gate and up by rows (column-parallel: the rank's heads, its
+ * intermediate columns; fuse_rows then packs the rank's [q | k | v] rows), o and down by columns
+ * (row-parallel: the rank's partial sums, allreduced after), lm_head by rows (the rank's block
+ * of the vocabulary, the logits allgathered after; a tied one reads the embedding table's rows
+ * into a parameter of its own). The embedding table and the norms stay whole on every rank. */
+static void tp_shard(gb *g, bool tied) {
+  static const int rows[] = {W_Q, W_K, W_V, W_BQ, W_BK, W_BV, W_GATE, W_UP}, cols[] = {W_O, W_DOWN};
+  for (int64_t l = 0; l < g->c->layers; l++) {
+    for (size_t k = 0; k < RX_ARRAY_LEN(rows); k++) {
+      lw(g, l, rows[k])->split = 1;
+      lw(g, l, rows[k])->split_full = lw(g, l, rows[k])->shape[0] * g->tp;
+    }
+    for (size_t k = 0; k < RX_ARRAY_LEN(cols); k++) {
+      lw(g, l, cols[k])->split = 2;
+      lw(g, l, cols[k])->split_full = lw(g, l, cols[k])->shape[1] * g->tp;
+    }
+  }
+  hf_w *lm = gw(g, G_LM_HEAD);
+  if (tied) {
+    set_w(lm, "model.embed_tokens.weight", 2, g->c->vocab, g->c->hidden, g->T);
+    snprintf(lm->param, sizeof lm->param, "lm_head_weight");
+  }
+  lm->present = true;
+  lm->shape[0] = g->c->vocab / g->tp;
+  lm->split = 1;
+  lm->split_full = g->c->vocab;
+}
+
+/* --tensor-parallel: this rank's block of w's checkpoint tensor src (dtype dt, w->split_full
+ * along the split dim): rows are a span of the mapping, columns a copy the module owns. */
+static const uint8_t *tp_block(gb *g, const hf_w *w, rx_dtype dt, const uint8_t *src) {
+  size_t es = (size_t)(ir_dtype_bits(dt) / 8);
+  int64_t cols = w->ndim == 2 ? w->shape[1] : 1, rows = w->shape[0];
+  if (w->split == 1) return src + (size_t)(g->tp_rank * rows * cols) * es;
+  uint8_t *dst = base_malloc((size_t)(rows * cols) * es);
+  rx_module_on_free(g->m, free, dst);
+  for (int64_t r = 0; r < rows; r++)
+    memcpy(dst + (size_t)(r * cols) * es,
+           src + (size_t)(r * w->split_full + g->tp_rank * cols) * es, (size_t)cols * es);
+  return dst;
+}
+
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
   size_t k = (size_t)snprintf(buf, n, "[");
   for (int i = 0; i < ndim && k < n; i++)
@@ -685,6 +736,7 @@ static rx_status find_tensor(gb *g, hf_ckpt *ck, const char *name, int ndim, con
   }
   bool same = t->ndim == ndim;
   for (int d = 0; same && d < ndim; d++) same = t->shape[d] == full[d];
+  const rx_hf_config *c = g->whole ? g->whole : g->c; /* the whole model's numbers */
   if (!same) {
     char want[96], got[96];
     shape_text(want, sizeof want, ndim, full);
@@ -697,9 +749,9 @@ static rx_status find_tensor(gb *g, hf_ckpt *ck, const char *name, int ndim, con
                             "tensor '%s' has shape %s, expected %s (from config.json: hidden_size "
                             "%lld, heads %lld, kv heads %lld, head_dim %lld, intermediate %lld, "
                             "vocab %lld%s)",
-                            name, got, want, (long long)g->c->hidden, (long long)g->c->heads,
-                            (long long)g->c->kv_heads, (long long)g->c->head_dim,
-                            (long long)g->c->intermediate, (long long)g->c->vocab, moe);
+                            name, got, want, (long long)c->hidden, (long long)c->heads,
+                            (long long)c->kv_heads, (long long)c->head_dim,
+                            (long long)c->intermediate, (long long)c->vocab, moe);
   }
   if (t->dtype != RX_DTYPE_F32 && t->dtype != RX_DTYPE_F16 && t->dtype != RX_DTYPE_BF16)
     return base_status_make(RX_ERR_UNSUPPORTED, "tensor '%s' is %s: expected f32, f16 or bf16%s",
@@ -789,9 +841,13 @@ static rx_status add_weights(gb *g, hf_ckpt *ck, const rx_gguf_file *gf) {
       continue;
     }
     const uint8_t *data;
-    const int64_t full[2] = {w->shape[0], w->in ? w->in : w->shape[1]};
+    const int64_t full[2] = {w->split == 1 ? w->split_full : w->shape[0], w->split == 2
+                                                                              ? w->split_full
+                                                                          : w->in ? w->in
+                                                                                  : w->shape[1]};
     const rx_st_tensor *t;
     RX_RETURN_IF_ERROR(find_tensor(g, ck, w->hf, w->ndim, full, &t, &data));
+    if (w->split) data = tp_block(g, w, t->dtype, data);
     if (w->in) {
       RX_RETURN_IF_ERROR(add_quantized(g, w, t->dtype, data));
       continue;
@@ -919,6 +975,18 @@ static rx_var *reshape(gb *g, const char *name, rx_var *x, const rx_expr *const 
   if (g->err) return NULL;
   rx_node *a[2] = {A(g, x), rx_arg_shape(g->b, dims, n)};
   return op(g, name, "reshape", a, 2, NULL, 0);
+}
+
+/* --tensor-parallel: x's sum over the ranks (a row-parallel projection's partial sums), and the
+ * ranks' x [rows, cols] side by side (the logits of each rank's block of the vocabulary). */
+static rx_var *allreduce(gb *g, const char *name, rx_var *x) {
+  rx_node *a[1] = {A(g, x)};
+  return op(g, name, "allreduce", a, 1, NULL, 0);
+}
+static rx_var *allgather_cols(gb *g, const char *name, rx_var *x) {
+  const rx_attr *at[2] = {rx_attr_int(g->m, "axis", 1), rx_attr_int(g->m, "world", g->tp)};
+  rx_node *a[1] = {A(g, x)};
+  return op(g, name, "allgather", a, 1, at, 2);
 }
 
 /* The entry of a quantized weight whose parameter is w, or NULL. */
@@ -1430,6 +1498,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   const rx_expr *od[2] = {f->n, rx_sym_const(g->m, c->heads * c->head_dim)};
   rx_var *o = linear(g, NM("attn_out"), reshape(g, NULL, att, od, 2), W(g, l, W_O), NULL);
   o = to(g, NULL, o, g->R);
+  if (g->tp) o = allreduce(g, NM("attn_sum"), o); /* in R: the residual stream's dtype */
   if (c->sandwich) o = norm_as(g, NM("attn_post"), o, W(g, l, W_POST_NORM), g->R);
   h = op2(g, NM("h_attn"), "add", h, o);
   rx_var *down;
@@ -1438,6 +1507,7 @@ static rx_var *layer(gb *g, fwd *f, int64_t l, rx_var *h, rx_var *pages) {
   } else {
     down = mlp(g, f, l, h, W(g, l, c->sandwich ? W_PRE_FF_NORM : W_POST_NORM));
     down = to(g, NULL, down, g->R);
+    if (g->tp) down = allreduce(g, NM("mlp_sum"), down);
   }
   if (c->sandwich) down = norm_as(g, NM("mlp_post"), down, W(g, l, W_POST_FF_NORM), g->R);
   return op2(g, NM("h"), "add", h, down);
@@ -1533,6 +1603,7 @@ static rx_status build_forward(gb *g, bool decode) {
   rx_var *xf = last.fold ? NULL : rms_norm(g, "final_norm", h, fnw);
   rx_var *logits =
       normed(g, &last, "logits_t", h, fnw, xf, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
+  if (g->tp) logits = allgather_cols(g, "logits_all", logits); /* each rank's vocabulary block */
   rx_var *out = cast(g, c->final_softcap > 0 ? NULL : "logits", logits, RX_DTYPE_F32);
   if (c->final_softcap > 0) { /* Gemma 2: tanh(logits / c) * c */
     rx_node *da[2] = {A(g, out), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};
@@ -1716,6 +1787,17 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     RX_RETURN_IF_ERROR(hf_read_config(dir, &c));
   }
   gb g = {.m = m, .c = &c};
+  rx_hf_config lc; /* --tensor-parallel: this rank's share of c */
+  if (o && o->tp_world > 1) {
+    rx_status ts = hf_tp_check(&c, o, gf != NULL, o->tp_world);
+    if (ts) return base_status_annotate(ts, "%s", dir);
+    lc = c;
+    lc.heads /= o->tp_world;
+    lc.kv_heads /= o->tp_world;
+    lc.intermediate /= o->tp_world;
+    lc.tie_embeddings = false; /* lm_head is the rank's rows (of the embedding table if tied) */
+    g = (gb){.m = m, .c = &lc, .whole = &c, .tp = o->tp_world, .tp_rank = o->tp_rank};
+  }
   g.T = o && o->dtype != RX_DTYPE_UNKNOWN ? o->dtype : RX_DTYPE_F16;
   g.R = RX_DTYPE_F32;
   if (g.T != RX_DTYPE_F32 && g.T != RX_DTYPE_F16 && g.T != RX_DTYPE_BF16)
@@ -1759,6 +1841,7 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     rx_module_on_free(m, hf_ckpt_close, ck); /* the weights point into its mappings */
   }
   list_weights(&g, o && o->quantize_embeddings);
+  if (g.tp) tp_shard(&g, c.tie_embeddings);
   rx_status s = add_weights(&g, ck, gf ? hf_gguf_file(gf) : NULL);
   if (!s) s = declare_externs(&g);
   if (!s) s = build_create(&g);
@@ -1770,7 +1853,7 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     weight_formats(&g, &fm);
     rx_strbuf moe = {0};
     if (c.experts) moe_numbers(&g, &moe);
-    s = hf_add_sections(m, dir, &c, g.T, g.max_len, g.max_batch, fm.data, moe.data, NULL, 0);
+    s = hf_add_sections(m, dir, g.c, g.T, g.max_len, g.max_batch, fm.data, moe.data, NULL, 0);
     base_strbuf_free(&moe);
     if (!s) s = hf_add_chat_template(m, dir, NULL);
     base_strbuf_free(&fm);

@@ -63,6 +63,29 @@ add_test(NAME ccl.generate_2
                  ${CMAKE_CURRENT_LIST_DIR}/generate.cmake)
 set_tests_properties(ccl.generate_2 PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}" LABELS "vulkan;mpi"
                      TIMEOUT 400)
+# the Megatron preset (relaxc compile HF_DIR --tensor-parallel N) against the model whole: logits
+# and greedy tokens. 2 ranks: tiny-llama-gqa (an lm_head of its own) and tiny-qwen2 (q/k/v biases,
+# lm_head tied to the embedding table), whose 2 KV heads allow no more (tests/lit/dist/tp_llm);
+# 4 ranks: tiny-llama-kv4 (4 KV heads, tests/ccl/gen_tp_model.py).
+add_executable(tp_llm_test ${CMAKE_CURRENT_LIST_DIR}/tp_llm_test.c)
+target_include_directories(tp_llm_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../unit ${CMAKE_SOURCE_DIR})
+target_link_libraries(tp_llm_test PRIVATE relaxc_runtime m)
+foreach(case tiny-llama-gqa:2 tiny-qwen2:2 tiny-llama-kv4:4)
+  string(REPLACE ":" ";" parts ${case})
+  list(GET parts 0 model)
+  list(GET parts 1 n)
+  set(dir ${CMAKE_SOURCE_DIR}/tests/llm/models/${model})
+  if(model STREQUAL "tiny-llama-kv4")
+    set(dir ${CMAKE_CURRENT_LIST_DIR}/models/${model})
+  endif()
+  add_test(NAME ccl.tp_${model}_${n}
+           COMMAND ${CMAKE_COMMAND} -DRELAXC=$<TARGET_FILE:relaxc> -DTEST=$<TARGET_FILE:tp_llm_test>
+                   -DMPIRUN=${RX_MPIRUN} "-DMPIRUN_ARGS=${RX_MPIRUN_ARGS}" -DN=${n} -DMODEL=${dir}
+                   -DWORK=${CMAKE_CURRENT_BINARY_DIR}/ccl_tp_${model}_${n}
+                   -DSANITIZED=${rx_ccl_sanitized} -P ${CMAKE_CURRENT_LIST_DIR}/tp_llm.cmake)
+  set_tests_properties(ccl.tp_${model}_${n} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
+                       LABELS "vulkan;mpi" TIMEOUT 400)
+endforeach()
 # runtime/ccl/mpi_api.h against Open MPI's mpi.h (where CMake finds MPI; no MPI is needed to build
 # the runtime itself)
 find_package(MPI COMPONENTS C QUIET)
