@@ -215,9 +215,6 @@ static int spawn_ranks(const serve_cli *g, int argc, char **argv, const sigset_t
   av[n++] = self;
   for (int i = 0; i < argc; i++) av[n++] = argv[i];
   setenv(RANK0_PIDFILE_ENV, pidfile, 1);
-  /* a follower waits for rank 0's next call in MPI_Bcast, which Open MPI busy-polls: yield the
-   * core to others while idle (docs/distributed.md; unless the user set it) */
-  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   pid_t child = fork();
   if (child == 0) {
     sigset_t none;

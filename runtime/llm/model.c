@@ -237,7 +237,9 @@ static rx_status lead(rx_llm_model *m, int cmd, const int64_t *seqs, size_t b, c
   bool after = cmd >= LLM_CMD_FORK; /* the mirror reports an operation made */
   int64_t h[4] = {cmd, (int64_t)b, (int64_t)n,
                   after || !m->kv ? 0 : (int64_t)llm_kv_cache_digest(m->kv)};
-  RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, h, sizeof h, 0));
+  /* the header: the followers wait for it, sleeping while rank 0 is idle (a server's followers
+   * between requests) */
+  RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host_idle(m->comm, h, sizeof h, 0));
   if (b) RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, (void *)seqs, b * sizeof *seqs, 0));
   if (counts) {
     int64_t *c = malloc(b * sizeof *c);
@@ -331,7 +333,7 @@ rx_status rx_llm_model_follow(rx_llm_model *m) {
     s = base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a follower's buffers");
   for (;;) {
     int64_t h[4] = {0, 0, 0, 0};
-    if (!s) s = rx_rt_comm_broadcast_host(m->comm, h, sizeof h, 0);
+    if (!s) s = rx_rt_comm_broadcast_host_idle(m->comm, h, sizeof h, 0);
     if (s || h[0] == LLM_CMD_STOP) break;
     if (h[0] < LLM_CMD_PREFILL || h[0] > LLM_CMD_RELEASE || h[1] < 1 || h[1] > m->max_batch ||
         h[2] < 0 || (size_t)h[2] > cap) {
