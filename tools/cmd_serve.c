@@ -1,14 +1,19 @@
 /* relaxc serve: an OpenAI-style HTTP server for an LLM artifact (tools/serve/server.c, README
  * "relaxc serve"). Built only with libmicrohttpd (tools/serve/serve.cmake); without it the command
- * says so and fails. */
+ * says so and fails. With --tensor-parallel N the model runs on N ranks (docs/distributed.md,
+ * "relaxc serve on several ranks"): under mpirun, rank 0 serves and the others follow its calls;
+ * without mpirun, this process starts `mpirun -n N` of itself and relays its signals to rank 0. */
+#include "relaxc/ccl.h"
 #include "relaxc/llm.h"
 #include "tools/commands.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +30,7 @@ typedef struct serve_cli {
   bool deadline_given;
   const char *api_key;  /* --api-key, else RELAXC_API_KEY, else none */
   long long shutdown_s; /* --shutdown-timeout: how long SIGINT/SIGTERM lets requests finish */
+  long long tp;         /* --tensor-parallel: ranks (0: not given) */
 } serve_cli;
 
 #define SHUTDOWN_TIMEOUT_S 30 /* the default of --shutdown-timeout */
@@ -79,6 +85,8 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, serve_cli *g)
       rc = cli_int_option(&it, 1, 1 << 30, &g->max_seq_len);
     } else if (!strcmp(f, "--prefill-chunk")) {
       rc = cli_int_option(&it, 0, 1 << 30, &g->prefill_chunk);
+    } else if (!strcmp(f, "--tensor-parallel")) {
+      rc = cli_int_option(&it, 1, 1024, &g->tp);
     } else if (!strcmp(f, "--prefix-cache")) {
       if (strcmp(it.value, "on") && strcmp(it.value, "off"))
         return cli_usage_error(cmd, "--prefix-cache takes on or off, got '%s'", it.value);
@@ -143,6 +151,143 @@ static void drain(rx_server *srv, const sigset_t *set, int sig, long long timeou
   }
 }
 
+/* ---- tensor parallelism (docs/distributed.md, "relaxc serve on several ranks") ---- */
+#define RANK0_PIDFILE_ENV "RX_SERVE_RANK0_PIDFILE" /* where rank 0 writes its pid (spawn_ranks) */
+
+/* A rank other than 0 under mpirun: loads its part of the model and runs rank 0's calls (and its
+ * KV cache's page operations) until rank 0 frees its model. */
+static int follow_rank0(const serve_cli *g, rx_llm_model_options *mo) {
+  int rank = rx_rt_comm_rank(mo->comm);
+  fprintf(stderr, "relaxc serve: rank %d (pid %d) follows rank 0\n", rank, (int)getpid());
+  rx_llm_model *m = NULL;
+  rx_status s = rx_llm_model_load(g->model, mo, &m);
+  if (!s) s = rx_llm_model_follow(m);
+  if (!s)
+    fprintf(stderr, "relaxc serve: rank %d: rank 0 stopped; pages free here: %lld/%lld\n", rank,
+            (long long)(rx_llm_model_kv_free_tokens(m) / KV_PAGE),
+            (long long)(rx_llm_model_kv_capacity(m) / KV_PAGE));
+  if (s) { /* rank 0 may be sending to this rank: MPI_Abort ends the job now (no hang) */
+    fprintf(stderr, "relaxc serve: rank %d: error: %s; ending every rank\n", rank,
+            rx_status_message(s));
+    rx_status_free(s);
+    rx_rt_comm_abort(mo->comm, 1);
+  }
+  rx_llm_model_free(m);
+  rx_rt_comm_release(mo->comm);
+  return s ? 1 : 0;
+}
+
+static pid_t read_pid(const char *path) {
+  FILE *f = fopen(path, "r");
+  long pid = 0;
+  if (f) {
+    if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+    fclose(f);
+  }
+  return (pid_t)pid;
+}
+
+/* Not under mpirun: runs `RX_MPIRUN (mpirun) RX_MPIRUN_ARGS -n N relaxc serve ARGS` in its own
+ * process group (so a terminal's Ctrl-C reaches this process only) and relays SIGINT and SIGTERM
+ * to rank 0, which drains and stops the followers; the ranks' exit is this one's. A rank that
+ * dies makes mpirun end the others and name it; this process then says the server stopped. */
+static int spawn_ranks(const serve_cli *g, int argc, char **argv, const sigset_t *set) {
+  char self[4096], pidfile[] = "/tmp/relaxc-serve-rank0-XXXXXX", np[32];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+  int fd = k > 0 ? mkstemp(pidfile) : -1;
+  if (fd < 0) {
+    fprintf(stderr, "relaxc: error: --tensor-parallel: cannot find this program or make %s\n",
+            pidfile);
+    return 1;
+  }
+  close(fd);
+  self[k] = 0;
+  const char *mpirun = getenv("RX_MPIRUN") && *getenv("RX_MPIRUN") ? getenv("RX_MPIRUN") : "mpirun";
+  char *extra = strdup(getenv("RX_MPIRUN_ARGS") ? getenv("RX_MPIRUN_ARGS") : "");
+  char **av = calloc((size_t)argc + 48, sizeof *av);
+  int n = 0, rc = 1;
+  if (!extra || !av) goto out;
+  av[n++] = (char *)mpirun;
+  for (char *t = strtok(extra, " "); t && n < 40; t = strtok(NULL, " ")) av[n++] = t;
+  snprintf(np, sizeof np, "%lld", g->tp);
+  av[n++] = "-n";
+  av[n++] = np;
+  av[n++] = self;
+  for (int i = 0; i < argc; i++) av[n++] = argv[i];
+  setenv(RANK0_PIDFILE_ENV, pidfile, 1);
+  pid_t child = fork();
+  if (child == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    setpgid(0, 0);
+    execvp(av[0], av);
+    fprintf(stderr, "relaxc: error: --tensor-parallel: cannot run %s (set RX_MPIRUN): %s\n", av[0],
+            strerror(errno));
+    _exit(127);
+  }
+  if (child < 0) goto out;
+  fprintf(stderr, "relaxc serve: %lld ranks under %s (pid %d); rank 0 serves\n", g->tp, mpirun,
+          (int)child);
+  int st = 0;
+  while (waitpid(child, &st, WNOHANG) != child) {
+    struct timespec tick = {0, 100 * 1000000L};
+    int sig = sigtimedwait(set, NULL, &tick);
+    if (sig <= 0) continue;
+    pid_t r0 = read_pid(pidfile);
+    if (r0 > 0)
+      kill(r0, sig); /* rank 0 drains, frees its model: the followers return, mpirun ends */
+    else
+      kill(-child, SIGTERM); /* rank 0 not up yet: mpirun ends the job */
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+    rc = 0;
+  } else {
+    rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    fprintf(stderr,
+            "relaxc serve: error: the %lld ranks under %s ended with %s %d, so the server "
+            "stopped (%s's lines above name the rank that ended first)\n",
+            g->tp, mpirun, WIFEXITED(st) ? "exit code" : "signal",
+            WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), mpirun);
+    if (!rc) rc = 1;
+  }
+out:
+  unlink(pidfile);
+  free(extra);
+  free(av);
+  return rc;
+}
+
+/* --tensor-parallel and mpirun: -1 when this process serves (one process, or rank 0, with
+ * mo->comm set), else the exit code of a follower or of the process that spawned the ranks. */
+static int tp_setup(serve_cli *g, int argc, char **argv, const sigset_t *set,
+                    rx_llm_model_options *mo) {
+  const char *w = getenv("OMPI_COMM_WORLD_SIZE");
+  int world = w ? atoi(w) : 1;
+  if (world > 1 || (w && g->tp > 1)) {
+    if (g->tp && g->tp != world) {
+      fprintf(stderr,
+              "relaxc: error: --tensor-parallel %lld, but mpirun started %d rank%s (mpirun -n "
+              "%d): give equal numbers, or one of them\n",
+              g->tp, world, world == 1 ? "" : "s", world);
+      return 2;
+    }
+    g->tp = world;
+    rx_status s = rx_rt_comm_create_mpi(&mo->comm);
+    if (s) return fail(s);
+    if (rx_rt_comm_rank(mo->comm) != 0) return follow_rank0(g, mo);
+    const char *pf = getenv(RANK0_PIDFILE_ENV);
+    FILE *f = pf && *pf ? fopen(pf, "w") : NULL;
+    if (f) {
+      fprintf(f, "%d\n", (int)getpid());
+      fclose(f);
+    }
+    return -1;
+  }
+  if (g->tp > 1) return spawn_ranks(g, argc, argv, set);
+  return -1;
+}
+
 int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   serve_cli g = {0};
   int rc = parse(cmd, argc, argv, &g);
@@ -158,9 +303,14 @@ int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
                              .capacity = g.kv_capacity,
                              .max_sequences = g.max_batch,
                              .max_seq_len = g.max_seq_len};
+  rc = tp_setup(&g, argc, argv, &set, &mo);
+  if (rc >= 0) return rc;
   rx_llm_model *m = NULL;
   rx_status s = rx_llm_model_load(g.model, &mo, &m);
-  if (s) return fail(s);
+  if (s) {
+    rx_rt_comm_release(mo.comm);
+    return fail(s);
+  }
   char name[256];
   default_name(g.model, name, sizeof name);
   /* the default 8 shrinks to what the artifact runs; an explicit --max-batch past it is refused */
@@ -185,12 +335,15 @@ int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   s = serve_server_start(m, &so, &srv);
   if (s) {
     rx_llm_model_free(m);
+    rx_rt_comm_release(mo.comm);
     return fail(s);
   }
+  char ranks[64] = "";
+  if (mo.comm) snprintf(ranks, sizeof ranks, " (rank 0 of %d, tensor parallel)", (int)g.tp);
   fprintf(stderr,
-          "relaxc serve: model '%s' on %s, http://%s:%d/v1/completions and "
+          "relaxc serve: model '%s' on %s%s, http://%s:%d/v1/completions and "
           "/v1/chat/completions; up to %lld requests at once; Ctrl-C stops\n",
-          so.model_name, rx_llm_model_device_name(m), g.host, serve_server_port(srv),
+          so.model_name, rx_llm_model_device_name(m), ranks, g.host, serve_server_port(srv),
           (long long)serve_server_max_batch(srv));
   int sig = 0;
   sigwait(&set, &sig);
@@ -200,7 +353,8 @@ int cli_cmd_serve(const rx_cli_command *cmd, int argc, char **argv) {
   int64_t pages = rx_llm_model_kv_capacity(m) / KV_PAGE;
   fprintf(stderr, "relaxc serve: pages free: %lld/%lld\n",
           (long long)(rx_llm_model_kv_free_tokens(m) / KV_PAGE), (long long)pages);
-  rx_llm_model_free(m);
+  rx_llm_model_free(m); /* with ranks: the followers return */
+  rx_rt_comm_release(mo.comm);
   return 0;
 }
 #else

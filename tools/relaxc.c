@@ -254,6 +254,10 @@ static const rx_cli_flag serve_flags[] = {
      "the longest sequence (prompt and new tokens), at most the artifact's; default: the "
      "artifact's",
      NULL},
+    {"--tensor-parallel", NULL, "N",
+     "run the model on N ranks: under mpirun -n N, rank 0 serves and the others follow; "
+     "otherwise starts $RX_MPIRUN (mpirun) $RX_MPIRUN_ARGS -n N of itself; default: 1",
+     NULL},
     {"--prefix-cache", NULL, "on|off",
      "keep the KV pages of prompts and start a request whose prompt begins the same from them "
      "(prefilling only the rest); default: on",

@@ -50,6 +50,11 @@ RX_API rx_status rx_rt_comm_enable_nccl(rx_rt_comm *c, rx_rt_device *d);
  * count): bytes from root's data into every rank's data; and an integer maximum over ranks. */
 RX_API rx_status rx_rt_comm_broadcast_host(rx_rt_comm *c, void *data, size_t bytes, int root);
 RX_API rx_status rx_rt_comm_max_host(rx_rt_comm *c, int64_t *inout_value);
+/* rx_rt_comm_broadcast_host for a message that may take long to come (a follower waiting for
+ * rank 0's next call): a rank other than root polls for it, then sleeps between polls (up to
+ * 1 ms), so that it does not busy-wait a core the way MPI_Bcast does. Every rank of one broadcast
+ * must call this one (a non-blocking broadcast, which does not match MPI_Bcast). */
+RX_API rx_status rx_rt_comm_broadcast_host_idle(rx_rt_comm *c, void *data, size_t bytes, int root);
 /* Ends every process of the job (MPI_Abort) with the given exit code: for a rank that cannot go
  * on while the others wait in a collective. Does not return. */
 RX_API void rx_rt_comm_abort(rx_rt_comm *c, int code);

@@ -293,6 +293,28 @@ rx_status rx_rt_comm_broadcast_host(rx_rt_comm *c, void *data, size_t bytes, int
   return rt_ccl_bcast(c, data, bytes, root);
 }
 
+rx_status rx_rt_comm_broadcast_host_idle(rx_rt_comm *c, void *data, size_t bytes, int root) {
+  if (root < 0 || root >= c->size)
+    return base_status_make(RX_ERR_INVALID, "broadcast: root %d, expected 0..%d", root,
+                            c->size - 1);
+  int n = 0, done = 0;
+  RX_RETURN_IF_ERROR(int_count(bytes, "broadcast", &n));
+  mpi_handle req = NULL;
+  MPI_CHECK(M.ibcast(data, n, M.t_byte, root, c->comm, &req), "MPI_Ibcast");
+  /* polls without a pause for about 200 us (a call that follows another soon: no added delay),
+   * then sleeps 20 us, doubling up to 1 ms (an idle follower costs next to no CPU) */
+  long pause_ns = 0;
+  double t0 = rt_ccl_now();
+  for (;;) {
+    MPI_CHECK(M.test(&req, &done, RT_MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return NULL;
+    if (c->rank == root || rt_ccl_now() - t0 < 200e-6) continue;
+    pause_ns = pause_ns ? (pause_ns * 2 > 1000000 ? 1000000 : pause_ns * 2) : 20000;
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+  }
+}
+
 rx_status rx_rt_comm_max_host(rx_rt_comm *c, int64_t *inout_value) {
   MPI_CHECK(M.allreduce(RT_MPI_IN_PLACE, inout_value, 1, M.t_int64, M.op_max, c->comm),
             "MPI_Allreduce");

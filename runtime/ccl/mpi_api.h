@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-typedef void *mpi_handle; /* MPI_Comm, MPI_Datatype, MPI_Op, MPI_Errhandler */
+typedef void *mpi_handle; /* MPI_Comm, MPI_Datatype, MPI_Op, MPI_Errhandler, MPI_Request */
 
 /* MPI_Status (struct ompi_status_public_t) */
 typedef struct mpi_status {
@@ -57,6 +57,8 @@ MPI_CONSTS(X)
   X(reduce_scatter_block, MPI_Reduce_scatter_block, int,                                           \
     (const void *, void *, int, mpi_handle, mpi_handle, mpi_handle))                               \
   X(bcast, MPI_Bcast, int, (void *, int, mpi_handle, int, mpi_handle))                             \
+  X(ibcast, MPI_Ibcast, int, (void *, int, mpi_handle, int, mpi_handle, mpi_handle *))             \
+  X(test, MPI_Test, int, (mpi_handle *, int *, mpi_status *))                                      \
   X(send, MPI_Send, int, (const void *, int, mpi_handle, int, int, mpi_handle))                    \
   X(recv, MPI_Recv, int, (void *, int, mpi_handle, int, int, mpi_handle, mpi_status *))            \
   X(probe, MPI_Probe, int, (int, int, mpi_handle, mpi_status *))                                   \

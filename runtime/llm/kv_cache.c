@@ -29,6 +29,8 @@ struct rx_kv_cache {
   int32_t *refs; /* per page: the sequences (and the prefix cache) holding it; 0: free */
   kv_seq *seqs;
   int64_t nseqs;
+  llm_kv_mirror_fn mirror; /* rank 0 of several: the page operations broadcast (kv_cache.h) */
+  void *mirror_ctx;
 };
 
 static void kv_destroy(void *obj) {
@@ -229,6 +231,7 @@ rx_status llm_kv_cache_fork(rx_kv_cache *c, int64_t id, const int32_t *pages, in
   }
   c->seqs[c->nseqs++] =
       (kv_seq){.id = id, .len = npages * RX_KV_PAGE, .pages = np, .npages = npages, .cap = cap};
+  if (c->mirror) c->mirror(c->mirror_ctx, LLM_KV_OP_FORK, id, pages, npages);
   return NULL;
 }
 
@@ -241,9 +244,37 @@ int64_t llm_kv_cache_seq_pages(const rx_kv_cache *c, int64_t id, const int32_t *
 void llm_kv_cache_page_retain(rx_kv_cache *c, int32_t page) {
   assert(page >= 1 && page < c->npages && c->refs[page] > 0);
   c->refs[page]++;
+  if (c->mirror) c->mirror(c->mirror_ctx, LLM_KV_OP_RETAIN, page, NULL, 0);
 }
 
-void llm_kv_cache_page_release(rx_kv_cache *c, int32_t page) { page_drop(c, page); }
+void llm_kv_cache_page_release(rx_kv_cache *c, int32_t page) {
+  page_drop(c, page);
+  if (c->mirror) c->mirror(c->mirror_ctx, LLM_KV_OP_RELEASE, page, NULL, 0);
+}
+
+void llm_kv_cache_set_mirror(rx_kv_cache *c, llm_kv_mirror_fn fn, void *ctx) {
+  c->mirror = fn;
+  c->mirror_ctx = ctx;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+uint64_t llm_kv_cache_digest(const rx_kv_cache *c) {
+  uint64_t h = fnv(14695981039346656037ull, c->refs, (size_t)c->npages * sizeof *c->refs);
+  h = fnv(h, &c->nfree, sizeof c->nfree);
+  h = fnv(h, c->free_pages, (size_t)c->nfree * sizeof *c->free_pages);
+  for (int64_t i = 0; i < c->nseqs; i++) { /* in the cache's order, which the same calls make */
+    const kv_seq *q = &c->seqs[i];
+    h = fnv(h, &q->id, sizeof q->id);
+    h = fnv(h, &q->len, sizeof q->len);
+    h = fnv(h, q->pages, (size_t)q->npages * sizeof *q->pages);
+  }
+  return h;
+}
 
 int32_t llm_kv_cache_page_refs(const rx_kv_cache *c, int32_t page) {
   return page >= 1 && page < c->npages ? c->refs[page] : 0;

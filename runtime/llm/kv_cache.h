@@ -92,4 +92,18 @@ int32_t llm_kv_cache_page_refs(const rx_kv_cache *c, int32_t page);
 /* The sum of all pages' counts (0 exactly when every page is free). */
 int64_t llm_kv_cache_refs_held(const rx_kv_cache *c);
 
+/* ---- tensor parallelism: followers' caches in step with rank 0's (runtime/llm/model.c) ----
+ * The page operations that happen outside the model's calls (the prefix cache's sharing: fork,
+ * retain, release) are reported to the mirror, which rank 0 sets to broadcast them; every other
+ * change comes from a prefill, decode or reset, which the followers run too. A fork is reported
+ * once it is known to succeed. */
+typedef enum { LLM_KV_OP_FORK, LLM_KV_OP_RETAIN, LLM_KV_OP_RELEASE } llm_kv_op;
+typedef void (*llm_kv_mirror_fn)(void *ctx, llm_kv_op op, int64_t arg, const int32_t *pages,
+                                 int64_t npages);
+void llm_kv_cache_set_mirror(rx_kv_cache *c, llm_kv_mirror_fn fn, void *ctx);
+/* A digest of the bookkeeping (every page's count, the free stack, each sequence's length and
+ * pages): equal on two ranks exactly when their next extend takes the same pages (up to
+ * collisions of a 64-bit FNV-1a). */
+uint64_t llm_kv_cache_digest(const rx_kv_cache *c);
+
 #endif

@@ -215,14 +215,31 @@ static rx_status load_rank(rx_llm_model *m, rx_rt_comm *comm, const char *path) 
   return NULL;
 }
 
-enum { LLM_CMD_STOP, LLM_CMD_PREFILL, LLM_CMD_DECODE, LLM_CMD_RESET };
+/* The calls rank 0 broadcasts: the model's (prefill, decode, reset) and the KV cache's page
+ * operations outside them (the prefix cache's fork, retain, release: kv_cache.h's mirror). */
+enum {
+  LLM_CMD_STOP,
+  LLM_CMD_PREFILL,
+  LLM_CMD_DECODE,
+  LLM_CMD_RESET,
+  LLM_CMD_FORK,    /* seqs[0] the new sequence, ids its n shared pages */
+  LLM_CMD_RETAIN,  /* seqs[0] the page */
+  LLM_CMD_RELEASE, /* seqs[0] the page */
+};
+static const char *const llm_cmd_names[] = {"stop", "prefill", "decode", "reset",
+                                            "fork", "retain",  "release"};
 
-/* Rank 0: the call to every rank: a header (command, b, n), then seqs (b), counts (b, prefill)
+/* Rank 0: the call to every rank: a header (command, b, n, the digest of rank 0's KV cache
+ * before the call, or 0 after a page operation already made), then seqs (b), counts (b, prefill)
  * and ids (n). */
 static rx_status lead(rx_llm_model *m, int cmd, const int64_t *seqs, size_t b, const size_t *counts,
                       const int32_t *ids, size_t n) {
-  int64_t h[3] = {cmd, (int64_t)b, (int64_t)n};
-  RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, h, sizeof h, 0));
+  bool after = cmd >= LLM_CMD_FORK; /* the mirror reports an operation made */
+  int64_t h[4] = {cmd, (int64_t)b, (int64_t)n,
+                  after || !m->kv ? 0 : (int64_t)llm_kv_cache_digest(m->kv)};
+  /* the header: the followers wait for it, sleeping while rank 0 is idle (a server's followers
+   * between requests) */
+  RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host_idle(m->comm, h, sizeof h, 0));
   if (b) RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, (void *)seqs, b * sizeof *seqs, 0));
   if (counts) {
     int64_t *c = malloc(b * sizeof *c);
@@ -233,6 +250,35 @@ static rx_status lead(rx_llm_model *m, int cmd, const int64_t *seqs, size_t b, c
     RX_RETURN_IF_ERROR(s);
   }
   if (n) RX_RETURN_IF_ERROR(rx_rt_comm_broadcast_host(m->comm, (void *)ids, n * sizeof *ids, 0));
+  return NULL;
+}
+
+/* Rank 0's KV cache mirror (kv_cache.h): each page operation of the prefix cache broadcast. A
+ * failed broadcast means a rank is gone: mpirun ends the job; it is said here too. */
+static void mirror_kv(void *ctx, llm_kv_op op, int64_t arg, const int32_t *pages, int64_t npages) {
+  rx_llm_model *m = ctx;
+  int cmd = op == LLM_KV_OP_FORK     ? LLM_CMD_FORK
+            : op == LLM_KV_OP_RETAIN ? LLM_CMD_RETAIN
+                                     : LLM_CMD_RELEASE;
+  rx_status s = lead(m, cmd, &arg, 1, NULL, pages, (size_t)npages);
+  if (s) {
+    fprintf(stderr, "relaxc: rank 0: the KV cache's %s could not reach the other ranks: %s\n",
+            llm_cmd_names[cmd], rx_status_message(s));
+    rx_status_free(s);
+  }
+}
+
+/* A follower's page operation (LLM_CMD_FORK, _RETAIN, _RELEASE), checked as rank 0's was. */
+static rx_status follow_page_op(rx_llm_model *m, int64_t cmd, int64_t arg, const int32_t *ids,
+                                size_t n) {
+  if (cmd == LLM_CMD_FORK) return llm_kv_cache_fork(m->kv, arg, ids, (int64_t)n);
+  if (arg < 1 || arg > INT32_MAX || llm_kv_cache_page_refs(m->kv, (int32_t)arg) < 1)
+    return base_status_make(RX_ERR_INTERNAL, "a %s of page %lld, which is not in use here",
+                            llm_cmd_names[cmd], (long long)arg);
+  if (cmd == LLM_CMD_RETAIN)
+    llm_kv_cache_page_retain(m->kv, (int32_t)arg);
+  else
+    llm_kv_cache_page_release(m->kv, (int32_t)arg);
   return NULL;
 }
 
@@ -247,7 +293,18 @@ static rx_status follow_one(rx_llm_model *m, const int64_t *h, int64_t *seqs, si
   }
   if (!s && n) s = rx_rt_comm_broadcast_host(m->comm, ids, n * sizeof *ids, 0);
   if (s) return s;
+  if (h[3] && (uint64_t)h[3] != llm_kv_cache_digest(m->kv))
+    return base_status_make(RX_ERR_INTERNAL,
+                            "rank %d: its KV cache is out of step with rank 0's before rank 0's "
+                            "%s (a page operation of rank 0 was not followed)",
+                            rx_rt_comm_rank(m->comm), llm_cmd_names[h[0]]);
   rx_status e = NULL;
+  if (h[0] >= LLM_CMD_FORK) {
+    if ((e = follow_page_op(m, h[0], seqs[0], ids, n))) /* rank 0's succeeded: fatal here */
+      return base_status_annotate(e, "rank %d: following rank 0's KV cache",
+                                  rx_rt_comm_rank(m->comm));
+    return NULL;
+  }
   if (h[0] == LLM_CMD_PREFILL)
     e = rx_llm_prefill_batch(m, seqs, b, ids, n, counts, logits);
   else if (h[0] == LLM_CMD_DECODE)
@@ -275,10 +332,10 @@ rx_status rx_llm_model_follow(rx_llm_model *m) {
   if (!seqs || !counts || !ids || !logits)
     s = base_status_make(RX_ERR_OUT_OF_MEMORY, "out of host memory: a follower's buffers");
   for (;;) {
-    int64_t h[3] = {0, 0, 0};
-    if (!s) s = rx_rt_comm_broadcast_host(m->comm, h, sizeof h, 0);
+    int64_t h[4] = {0, 0, 0, 0};
+    if (!s) s = rx_rt_comm_broadcast_host_idle(m->comm, h, sizeof h, 0);
     if (s || h[0] == LLM_CMD_STOP) break;
-    if (h[0] < LLM_CMD_PREFILL || h[0] > LLM_CMD_RESET || h[1] < 1 || h[1] > m->max_batch ||
+    if (h[0] < LLM_CMD_PREFILL || h[0] > LLM_CMD_RELEASE || h[1] < 1 || h[1] > m->max_batch ||
         h[2] < 0 || (size_t)h[2] > cap) {
       s = base_status_make(RX_ERR_INTERNAL, "rank %d: rank 0 sent a call %lld of %lld, %lld",
                            rx_rt_comm_rank(m->comm), (long long)h[0], (long long)h[1],
@@ -317,6 +374,7 @@ rx_status rx_llm_model_load(const char *path, const rx_llm_model_options *o,
     return s;
   }
   m->leading = m->comm && rx_rt_comm_size(m->comm) > 1 && rx_rt_comm_rank(m->comm) == 0;
+  if (m->leading) llm_kv_cache_set_mirror(m->kv, mirror_kv, m);
   const rx_rt_device_info *info = rx_rt_device_get_info(m->device);
   snprintf(m->device_name, sizeof m->device_name, "%s (%s)", info->name,
            rx_rt_backend_name(info->backend));

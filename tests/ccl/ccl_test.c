@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int rank, world;
@@ -316,12 +317,43 @@ static void check_errors(rx_rt_artifact *a, rx_rt_device *dev) {
   rx_rt_value_release(x);
 }
 
+/* rx_rt_comm_broadcast_host_idle from each root, at ragged sizes: every byte as the root sent it.
+ * The root waits 5 ms first (rank 0's call after a pause), so that the others are past their
+ * polling and asleep when it comes; a broadcast right after (no pause) is caught while polling. */
+static void check_broadcast_idle(rx_rt_comm *comm) {
+  size_t sizes[] = {1, 7, 33, 1000, 100000};
+  for (int root = 0; root < world; root++) {
+    for (size_t k = 0; k < 5; k++) {
+      unsigned char *buf = malloc(sizes[k]);
+      if (!buf) return;
+      for (size_t i = 0; i < sizes[k]; i++)
+        buf[i] = rank == root ? (unsigned char)(i * 31 + (size_t)root * 7 + k) : 0xEE;
+      if (rank == root && k % 2 == 0) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+      }
+      CHECK_OK(rx_rt_comm_broadcast_host_idle(comm, buf, sizes[k], root));
+      size_t bad = 0;
+      for (size_t i = 0; i < sizes[k]; i++)
+        bad += buf[i] != (unsigned char)(i * 31 + (size_t)root * 7 + k);
+      CHECK_MSG(bad == 0, "rank %d: broadcast_host_idle of %zu bytes from rank %d: %zu differ",
+                rank, sizes[k], root, bad);
+      free(buf);
+    }
+  }
+  rx_status s = rx_rt_comm_broadcast_host_idle(comm, NULL, 0, world); /* no such root */
+  CHECK(s != NULL && strstr(rx_status_message(s), "root") != NULL);
+  rx_status_free(s);
+}
+
 static void bench(rx_rt_artifact *a, rx_rt_device *dev, rx_rt_comm *comm) {
   int64_t sizes[] = {4096, 8192, 32000};
   for (size_t k = 0; k < 3; k++) {
     rx_rt_value *x = input(dev, RX_DTYPE_F32, rank, 0, sizes[k]), *res = NULL;
     int iters = 200;
     rx_rt_comm_stats_reset(comm);
+    struct timespec c0, c1; /* rank 0's CPU time too: the wall clock of a loaded machine is noise */
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (int i = 0; i < iters && !check_failed; i++) {
       CHECK_OK(rx_rt_vm_call_values(a, "ar_sum", &x, 1, &res));
       rx_rt_value_release(res);
@@ -330,9 +362,13 @@ static void bench(rx_rt_artifact *a, rx_rt_device *dev, rx_rt_comm *comm) {
     double sec = 0;
     uint64_t calls = 0;
     rx_rt_comm_stats(comm, &sec, &calls);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
     if (rank == 0)
-      printf("bench: %d ranks: rx_ccl_allreduce f32[%lld]: %.1f us per call (%llu calls)\n", world,
-             (long long)sizes[k], sec / (double)calls * 1e6, (unsigned long long)calls);
+      printf("bench: %d ranks: rx_ccl_allreduce f32[%lld]: %.1f us per call, %.1f us of rank 0's "
+             "CPU time per call (%llu calls)\n",
+             world, (long long)sizes[k], sec / (double)calls * 1e6, cpu / (double)iters * 1e6,
+             (unsigned long long)calls);
     rx_rt_value_release(x);
   }
 }
@@ -429,6 +465,7 @@ int main(int argc, char **argv) {
       check_reduce_scatter(a, dev, dt, sizes[k]);
     }
     if (di == 0) check_errors(a, dev);
+    if (di == 0 && !cuda) check_broadcast_idle(comm);
     rx_rt_artifact_release(a);
   }
   if (cuda) check_fake_nccl(fake_nccl, false);

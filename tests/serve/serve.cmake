@@ -78,3 +78,21 @@ set_tests_properties(serve.client_ops PROPERTIES COST 25)
 set_tests_properties(serve.client_prefix PROPERTIES COST 25)
 set_tests_properties(serve.client_api PROPERTIES COST 90)
 set_tests_properties(serve.client_schema PROPERTIES COST 200)
+
+# The server on two ranks (--tensor-parallel 2: relaxc serve starts `mpirun -n 2` of itself; each
+# rank holds the whole tiny model, replicated): the one-process server's answers with the prefix
+# cache on, rank 1's KV cache in step with rank 0's to the end, and a killed follower ending the
+# server with an error naming it (docs/distributed.md, "relaxc serve on several ranks"). A
+# sanitized build checks the ranks without leak checks, as ccl.generate_2 does (Open MPI's
+# allocations past MPI_Finalize); the one-process server's leaks are the other serve tests'.
+if(RX_MPIRUN)
+  rx_serve_client_test(serve.tp_2 client_tp.py --tensor-parallel 2 TIMEOUT 400)
+  string(REPLACE ";" " " rx_mpirun_args "${RX_MPIRUN_ARGS}")
+  set_property(TEST serve.tp_2 APPEND PROPERTY ENVIRONMENT RX_MPIRUN=${RX_MPIRUN}
+               "RX_MPIRUN_ARGS=${rx_mpirun_args}")
+  set_property(TEST serve.tp_2 APPEND PROPERTY LABELS mpi)
+  set_tests_properties(serve.tp_2 PROPERTIES COST 60)
+  if(RX_SANITIZE OR CMAKE_C_FLAGS MATCHES "-fsanitize")
+    set_property(TEST serve.tp_2 APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+  endif()
+endif()
