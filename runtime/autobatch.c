@@ -46,15 +46,18 @@
 #define AB_MAX_PARAMS         64  /* parameters of a batched function */
 #define AB_MAX_OUTS           16  /* outputs of a function that get an arena */
 #define AB_FIRST_RUN_EPISODES 300 /* the FSM's training at its first run, when not trained */
-#define AB_CAL_SAMPLES        3   /* timed calls of each kind per function (the first: warm-up) */
+#define AB_CAL_SINGLE         5   /* timed unbatched calls per function (the first: a warm-up) */
+#define AB_CAL_BATCHED                                                                             \
+  3 /* timed batched calls per function (the first: a warm-up): fewer,                             \
+       they cost more where batching does not pay */
 
 /* Cost-aware batching: the timed calls of one function (seconds, a device synchronization before
  * and after each) and the crossover they give (rt_abp_crossover), computed once when both kinds
- * have AB_CAL_SAMPLES samples and kept for the batcher's life. */
+ * have their samples (AB_CAL_SINGLE, AB_CAL_BATCHED) and kept for the batcher's life. */
 typedef struct ab_cost {
-  double single[AB_CAL_SAMPLES];
-  double batched[AB_CAL_SAMPLES];
-  size_t batched_g[AB_CAL_SAMPLES];
+  double single[AB_CAL_SINGLE];
+  double batched[AB_CAL_BATCHED];
+  size_t batched_g[AB_CAL_BATCHED];
   size_t nsingle, nbatched;
   size_t crossover; /* 0: calibrating; SIZE_MAX: never batch; else batch rounds of >= it */
 } ab_cost;
@@ -132,6 +135,7 @@ struct rx_rt_batcher {
                        for the DEPTH policy and the plan (ncalls entries) */
   bool no_gather;   /* rx_rt_batcher_set_gather(b, false) */
   bool no_plan;     /* rx_rt_batcher_set_planning(b, false) */
+  bool cpu_clock;   /* the device runs on the host's CPU: calibrate in process CPU time */
   size_t *consumer; /* this run's plan: the first pending call reading call i's outputs, or
                        SIZE_MAX (ncalls entries) */
 };
@@ -160,6 +164,8 @@ rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher) {
   b->a = a;
   b->dev = d;
   b->alloc = &d->alloc;
+  const rx_rt_device_info *info = rx_rt_device_get_info(d);
+  b->cpu_clock = info && (strstr(info->name, "llvmpipe") || strstr(info->name, "lavapipe"));
   rx_rt_artifact_retain(a);
   *out_batcher = b;
   return NULL;
@@ -1035,9 +1041,13 @@ static size_t pick_lead(rx_rt_batcher *b, const size_t *ready, size_t nready, co
   return ready[0];
 }
 
-static double ab_now(void) {
+/* The calibration's clock: the process's CPU time on a device that runs on the host's CPU
+ * (Mesa's llvmpipe, "lavapipe": its work is this process's threads, and CPU time is that work,
+ * little disturbed by other load on the machine), else wall-clock time (a GPU's work is not this
+ * process's CPU time; a synchronization before and after bounds it). */
+static double ab_now(const rx_rt_batcher *b) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(b->cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -1046,17 +1056,17 @@ static double ab_now(void) {
  * to f's samples (calibration only). */
 static rx_status run_timed(rx_rt_batcher *b, ab_fn *f, const size_t *batch, size_t g) {
   RX_RETURN_IF_ERROR(rx_rt_device_synchronize(b->dev));
-  double t0 = ab_now();
+  double t0 = ab_now(b);
   RX_RETURN_IF_ERROR(g >= 2 ? run_batch(b, batch, g) : run_single(b, batch[0]));
   RX_RETURN_IF_ERROR(rx_rt_device_synchronize(b->dev));
-  double t = ab_now() - t0;
+  double t = ab_now(b) - t0;
   ab_cost *c = &f->cost;
-  if (g >= 2 && c->nbatched < AB_CAL_SAMPLES) {
+  if (g >= 2 && c->nbatched < AB_CAL_BATCHED) {
     c->batched_g[c->nbatched] = g;
     c->batched[c->nbatched++] = t;
-  } else if (g == 1 && c->nsingle < AB_CAL_SAMPLES)
+  } else if (g == 1 && c->nsingle < AB_CAL_SINGLE)
     c->single[c->nsingle++] = t;
-  if (c->nsingle == AB_CAL_SAMPLES && c->nbatched == AB_CAL_SAMPLES && !c->crossover)
+  if (c->nsingle == AB_CAL_SINGLE && c->nbatched == AB_CAL_BATCHED && !c->crossover)
     c->crossover = rt_abp_crossover(c->single, c->nsingle, c->batched, c->batched_g, c->nbatched);
   return NULL;
 }
@@ -1075,11 +1085,11 @@ static rx_status run_measured(rx_rt_batcher *b, const size_t *batch, size_t g) {
     return st;
   }
   size_t k = 0;
-  for (; k < g && !st && (c->nsingle < AB_CAL_SAMPLES || g - k == 1) && !c->crossover; k++)
-    st = c->nsingle < AB_CAL_SAMPLES ? run_timed(b, f, &batch[k], 1) : run_single(b, batch[k]);
+  for (; k < g && !st && (c->nsingle < AB_CAL_SINGLE || g - k == 1) && !c->crossover; k++)
+    st = c->nsingle < AB_CAL_SINGLE ? run_timed(b, f, &batch[k], 1) : run_single(b, batch[k]);
   if (st || k == g) return st;
   if (c->crossover) return run_measured(b, batch + k, g - k); /* calibrated by this round */
-  return c->nbatched < AB_CAL_SAMPLES ? run_timed(b, f, batch + k, g - k)
+  return c->nbatched < AB_CAL_BATCHED ? run_timed(b, f, batch + k, g - k)
                                       : run_batch(b, batch + k, g - k);
 }
 
