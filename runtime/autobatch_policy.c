@@ -173,15 +173,17 @@ size_t rt_abp_simulate(const rx_rt_allocator *al, const rt_abp_graph *g, rx_rt_b
   return batches;
 }
 
+/* The search's simulated runs: 4 per training episode, at most this. */
+#define ABP_SEARCH_SIMS 4000
+
 /* The table improved by a local search after the Q-learning: the frontier's state is the
  * bucketed counts only, not a Markov state of the run, so the greedy table of the learned values
  * need not be the best table; each pass tries, for every state the current table's simulated run
  * meets, every other action (each function with ready calls there, or RT_ABP_NONE: the agenda
  * rule) and keeps a change that makes fewer batches in simulation. It starts from the better of
  * the learned table and the all-agenda table (all RT_ABP_NONE), so the result never makes more
- * batches in simulation than either. At most ABP_SEARCH_SIMS simulated runs (deterministic). */
-#define ABP_SEARCH_SIMS 4000
-static void improve(sim *s, rt_abp_fsm *fsm, bool *visited) {
+ * batches in simulation than either. At most `budget` simulated runs (deterministic). */
+static void improve(sim *s, rt_abp_fsm *fsm, bool *visited, size_t budget) {
   size_t nfns = s->g->nfns, sims = 0;
   size_t best = sim_run(s, RX_RT_BATCH_FSM, fsm, NULL);
   size_t agenda_only = sim_run(s, RX_RT_BATCH_AGENDA, NULL, NULL);
@@ -189,13 +191,13 @@ static void improve(sim *s, rt_abp_fsm *fsm, bool *visited) {
     memset(fsm->action, RT_ABP_NONE, fsm->nstates);
     best = agenda_only;
   }
-  for (int pass = 0; pass < 8 && sims < ABP_SEARCH_SIMS; pass++) {
+  for (int pass = 0; pass < 8 && sims < budget; pass++) {
     bool better = false;
     memset(visited, 0, fsm->nstates);
     sim_run(s, RX_RT_BATCH_FSM, fsm, visited);
-    for (size_t st = 0; st < fsm->nstates && sims < ABP_SEARCH_SIMS; st++) {
+    for (size_t st = 0; st < fsm->nstates && sims < budget; st++) {
       if (!visited[st]) continue;
-      for (size_t a = 0; a <= nfns && sims < ABP_SEARCH_SIMS; a++) {
+      for (size_t a = 0; a <= nfns && sims < budget; a++) {
         uint8_t act = a == nfns ? RT_ABP_NONE : (uint8_t)a, old = fsm->action[st];
         size_t digits = st; /* function f's bucket is digit f of the state in base 4 */
         for (size_t f = 0; f < a && a < nfns; f++) digits /= RT_ABP_BUCKETS;
@@ -300,7 +302,8 @@ rx_status rt_abp_train(const rx_rt_allocator *al, const rt_abp_graph *g, size_t 
   fsm->nfns = g->nfns;
   fsm->nstates = nstates;
   fsm->action = action;
-  improve(&s, fsm, seen); /* seen: scratch from here */
+  size_t budget = episodes < ABP_SEARCH_SIMS / 4 ? 4 * episodes : ABP_SEARCH_SIMS;
+  improve(&s, fsm, seen, budget); /* seen: scratch from here */
   rt_free(al, seen);
   sim_free(al, &s);
   return NULL;
