@@ -12,6 +12,10 @@
  *             words of 1..8 characters
  *   encoder   --samples samples through up to --layers transformer encoder layers (8 tokens,
  *             model 32), each stopping after its own number of layers (drawn at random)
+ *   tree2     TreeLSTM of a leaf cell and an inner-node cell (hidden 32) over --trees random
+ *             parse trees of 1..--leaves leaves
+ *   lattice   lattice LSTM (Zhang & Yang; character and word cells, hidden 32) over random
+ *             lattices of sentences of --chars characters
  * Each run starts from inputs already on the device and ends synchronized with every checked
  * output (every call's, acrobat_ref.h's TreeLSTM: every node's h) in a tensor of its own; the
  * time is the best of --reps runs after one warm-up run, in wall-clock time and in the process's
@@ -27,15 +31,16 @@
  * launches, the batcher's device copies (with its views and gathers), the time, and the ratios
  * against one call at a time and against rounds. The FSM trains at its first run (the warm-up)
  * on that run's calls; the timed runs load its table. --min-batch N: rx_rt_batcher_set_min_batch
- * for every policy. --no-gather runs the batcher with its gather path off (operands stacked by
- * copies even where the artifact has the index-array form, relaxc compile --batch
- * FN:SHARED@N,gather), --no-plan with its memory planning off (rx_rt_batcher_set_planning); the
- * "memory" column names the two.
+ * for every policy (default: 0, the batcher's measured crossover per function: cost-aware
+ * batching; --min-batch 2 batches every round of two calls or more). --no-gather runs the batcher
+ * with its gather path off (operands stacked by copies even where the artifact has the index-array
+ * form, relaxc compile --batch FN:SHARED@N,gather), --no-plan with its memory planning off
+ * (rx_rt_batcher_set_planning); the "memory" column names the two.
  *
  * usage: autobatch_bench ARTIFACT.rxm... [--device D] [--models tree,lstm,...] [--trees N]
  *                        [--leaves L] [--lengths 1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10]
  *                        [--words 1,7,33] [--samples N] [--layers L] [--reps R] [--min-batch N]
- *                        [--no-gather] [--no-plan]
+ *                        [--no-gather] [--no-plan] [--chars 1,7,33,100,20,12]
  *   Each model runs on the first artifact that has its cell function, e.g. every cell in one:
  *   cat tests/autobatch/{tree,lstm,gru,mvrnn,grid,nested,encoder}_cell.rx > /tmp/ab_cells.rx &&
  *   build/relaxc compile /tmp/ab_cells.rx
@@ -57,8 +62,10 @@
 #include "encoder_ref.h"
 #include "grid_ref.h"
 #include "gru_ref.h"
+#include "lattice_ref.h"
 #include "mvrnn_ref.h"
 #include "nested_ref.h"
+#include "treelstm2_ref.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -73,6 +80,7 @@ typedef struct bench_opts {
   int lens[BENCH_MAX_LIST], nlens;
   int mixed[BENCH_MAX_LIST], nmixed;
   int words[BENCH_MAX_LIST], nwords;
+  int chars[BENCH_MAX_LIST], nchars;
   int rows[BENCH_MAX_LIST], cols[BENCH_MAX_LIST], ngrids;
 } bench_opts;
 
@@ -163,6 +171,23 @@ static bool setup_encoder(bm_graph *g, const bench_opts *o, char *title, size_t 
   return true;
 }
 
+static bool setup_tree2(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  int height = 0;
+  if (!treelstm2_setup(g, o->trees, o->leaves, 3606, &height)) return false;
+  snprintf(title, n, "TreeLSTM, leaf and node cells, %d trees of 1..%d leaves (height %d)",
+           o->trees, o->leaves, height);
+  return true;
+}
+
+static bool setup_lattice(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  char lens[128];
+  int words = 0;
+  list_text(o->chars, o->nchars, lens, sizeof lens);
+  lattice_setup(g, o->chars, o->nchars, 3607, &words);
+  snprintf(title, n, "lattice LSTM, sentences of %s characters (%d words)", lens, words);
+  return true;
+}
+
 static const bench_model models[] = {
     {"tree", "tree_cell", setup_tree, bm_submit, bm_compare},
     {"lstm", "lstm_cell", setup_lstm, bm_submit, bm_compare},
@@ -172,14 +197,17 @@ static const bench_model models[] = {
     {"grid", "grid_cell", setup_grid, bm_submit, bm_compare},
     {"nested", "char_cell", setup_nested, bm_submit, bm_compare},
     {"encoder", "encoder_cell", setup_encoder, bm_submit, bm_compare},
+    {"tree2", "tree_leaf_cell", setup_tree2, bm_submit, bm_compare},
+    {"lattice", "lattice_char_cell", setup_lattice, bm_submit, bm_compare},
 };
 
 static int usage(const char *why) {
   fprintf(stderr,
           "autobatch_bench: %s\nusage: autobatch_bench ARTIFACT.rxm... [--device D] [--models "
-          "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder] [--trees N] [--leaves L] [--lengths "
+          "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder,tree2,lattice] [--trees N] [--leaves L] "
+          "[--lengths "
           "1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] "
-          "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan]\n",
+          "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan] [--chars N,...]\n",
           why);
   return 2;
 }
@@ -340,12 +368,14 @@ static int select_models(const char *list, bool *selected) {
 static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, int *npaths,
                       const char **device, bool *selected) {
   *o = (bench_opts){.trees = 16, .leaves = 30, .samples = 12, .layers = 6, .reps = 3};
-  const int lens[] = {1, 7, 16, 17, 100}, words[] = {1, 7, 33};
+  const int lens[] = {1, 7, 16, 17, 100}, words[] = {1, 7, 33}, chars[] = {1, 7, 33, 100, 20, 12};
   const int rows[] = {1, 1, 33, 10}, cols[] = {1, 7, 3, 10};
   o->nlens = 5, o->nwords = 3, o->ngrids = 4, o->nmixed = 16;
   for (int i = 0; i < o->nmixed; i++) o->mixed[i] = 100 * (i + 1) / o->nmixed; /* 6, ..., 100 */
   memcpy(o->lens, lens, sizeof lens);
   memcpy(o->words, words, sizeof words);
+  memcpy(o->chars, chars, sizeof chars);
+  o->nchars = 6;
   memcpy(o->rows, rows, sizeof rows);
   memcpy(o->cols, cols, sizeof cols);
   size_t nm = sizeof models / sizeof models[0];
@@ -369,11 +399,15 @@ static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, 
       if (parse_list(argv[++i], o->mixed, NULL, &o->nmixed)) return usage("--mixed: N,N,...");
     } else if (!strcmp(arg, "--words") && v) {
       if (parse_list(argv[++i], o->words, NULL, &o->nwords)) return usage("--words: N,N,...");
+    } else if (!strcmp(arg, "--chars") && v) {
+      if (parse_list(argv[++i], o->chars, NULL, &o->nchars)) return usage("--chars: N,N,...");
+      for (int k = 0; k < o->nchars; k++)
+        if (o->chars[k] < 1 || o->chars[k] > LAT_MAX_CHARS) return usage("--chars: 1..256 each");
     } else if (!strcmp(arg, "--grids") && v) {
       if (parse_list(argv[++i], o->rows, o->cols, &o->ngrids)) return usage("--grids: RxC,...");
     } else if (!strcmp(arg, "--min-batch") && v) {
       long mb = strtol(argv[++i], NULL, 10);
-      if (mb < 2) return usage("--min-batch: 2 or more");
+      if (mb < 0 || mb == 1) return usage("--min-batch: 0 (measured) or 2 or more");
       bm_min_batch = (size_t)mb;
     } else if (!strcmp(arg, "--no-gather")) {
       bm_no_gather = true;

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autobatch_policy.h"
 #include "device.h"
@@ -45,6 +46,21 @@
 #define AB_MAX_PARAMS         64  /* parameters of a batched function */
 #define AB_MAX_OUTS           16  /* outputs of a function that get an arena */
 #define AB_FIRST_RUN_EPISODES 300 /* the FSM's training at its first run, when not trained */
+#define AB_CAL_SINGLE         5   /* timed unbatched calls per function (the first: a warm-up) */
+#define AB_CAL_BATCHED                                                                             \
+  3 /* timed batched calls per function (the first: a warm-up): fewer,                             \
+       they cost more where batching does not pay */
+
+/* Cost-aware batching: the timed calls of one function (seconds, a device synchronization before
+ * and after each) and the crossover they give (rt_abp_crossover), computed once when both kinds
+ * have their samples (AB_CAL_SINGLE, AB_CAL_BATCHED) and kept for the batcher's life. */
+typedef struct ab_cost {
+  double single[AB_CAL_SINGLE];
+  double batched[AB_CAL_BATCHED];
+  size_t batched_g[AB_CAL_BATCHED];
+  size_t nsingle, nbatched;
+  size_t crossover; /* 0: calibrating; SIZE_MAX: never batch; else batch rounds of >= it */
+} ab_cost;
 
 /* The rows of output o of every call of one function in one rx_rt_batcher_run (gather mode):
  * one tensor [rows, ...] that each batch's output is copied into at `next`, so that the
@@ -68,6 +84,7 @@ typedef struct ab_fn {
   bool use_arena;   /* this run's plan (plan_placement): the outputs go to the arenas */
   bool ordered;     /* this run's plan: each batch's outputs in consumer order (consumer_order) */
   ab_arena arena[AB_MAX_OUTS];
+  ab_cost cost;
 } ab_fn;
 
 /* An output of a call that ran: row `row` of its batch's output `whole` [G, ...], a tensor of
@@ -111,12 +128,14 @@ struct rx_rt_batcher {
   size_t ncalls, cap;
   rx_rt_batcher_stats stats;
   rx_rt_batch_policy policy;
-  size_t min_batch; /* batches of fewer calls run them unbatched (>= 2) */
+  size_t min_batch; /* batches of fewer calls run them unbatched (>= 2), or 0: measured (the
+                       default; each function's crossover, ab_cost) */
   rt_abp_fsm fsm;   /* the FSM policy's table (trained, loaded, or trained at the first run) */
   size_t *depth;    /* this run's depth of each call (call_depths; 0: done, SIZE_MAX: on a cycle),
                        for the DEPTH policy and the plan (ncalls entries) */
   bool no_gather;   /* rx_rt_batcher_set_gather(b, false) */
   bool no_plan;     /* rx_rt_batcher_set_planning(b, false) */
+  bool cpu_clock;   /* the device runs on the host's CPU: calibrate in process CPU time */
   size_t *consumer; /* this run's plan: the first pending call reading call i's outputs, or
                        SIZE_MAX (ncalls entries) */
 };
@@ -145,7 +164,8 @@ rx_status rx_rt_batcher_create(rx_rt_artifact *a, rx_rt_batcher **out_batcher) {
   b->a = a;
   b->dev = d;
   b->alloc = &d->alloc;
-  b->min_batch = 2;
+  const rx_rt_device_info *info = rx_rt_device_get_info(d);
+  b->cpu_clock = info && (strstr(info->name, "llvmpipe") || strstr(info->name, "lavapipe"));
   rx_rt_artifact_retain(a);
   *out_batcher = b;
   return NULL;
@@ -1021,8 +1041,61 @@ static size_t pick_lead(rx_rt_batcher *b, const size_t *ready, size_t nready, co
   return ready[0];
 }
 
+/* The calibration's clock: the process's CPU time on a device that runs on the host's CPU
+ * (Mesa's llvmpipe, "lavapipe": its work is this process's threads, and CPU time is that work,
+ * little disturbed by other load on the machine), else wall-clock time (a GPU's work is not this
+ * process's CPU time; a synchronization before and after bounds it). */
+static double ab_now(const rx_rt_batcher *b) {
+  struct timespec ts;
+  clock_gettime(b->cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs batch[0..g) batched (g >= 2) or call batch[0] alone (g == 1), timed: a device
+ * synchronization before and after, so the time is the device work's and the copies', and added
+ * to f's samples (calibration only). */
+static rx_status run_timed(rx_rt_batcher *b, ab_fn *f, const size_t *batch, size_t g) {
+  RX_RETURN_IF_ERROR(rx_rt_device_synchronize(b->dev));
+  double t0 = ab_now(b);
+  RX_RETURN_IF_ERROR(g >= 2 ? run_batch(b, batch, g) : run_single(b, batch[0]));
+  RX_RETURN_IF_ERROR(rx_rt_device_synchronize(b->dev));
+  double t = ab_now(b) - t0;
+  ab_cost *c = &f->cost;
+  if (g >= 2 && c->nbatched < AB_CAL_BATCHED) {
+    c->batched_g[c->nbatched] = g;
+    c->batched[c->nbatched++] = t;
+  } else if (g == 1 && c->nsingle < AB_CAL_SINGLE)
+    c->single[c->nsingle++] = t;
+  if (c->nsingle == AB_CAL_SINGLE && c->nbatched == AB_CAL_BATCHED && !c->crossover)
+    c->crossover = rt_abp_crossover(c->single, c->nsingle, c->batched, c->batched_g, c->nbatched);
+  return NULL;
+}
+
+/* A round of g >= 1 calls under the measured rule (min batch 0): batched when g reaches f's
+ * crossover, else one call at a time. While f calibrates, the round's first calls run alone and
+ * timed until f has its unbatched samples, and the rest (two or more) batched and timed until it
+ * has its batched ones; a last call alone runs alone. */
+static rx_status run_measured(rx_rt_batcher *b, const size_t *batch, size_t g) {
+  ab_fn *f = &b->fns[b->calls[batch[0]].fn];
+  ab_cost *c = &f->cost;
+  rx_status st = NULL;
+  if (c->crossover) {
+    if (g >= c->crossover) return run_batch(b, batch, g);
+    for (size_t k = 0; k < g && !st; k++) st = run_single(b, batch[k]);
+    return st;
+  }
+  size_t k = 0;
+  for (; k < g && !st && (c->nsingle < AB_CAL_SINGLE || g - k == 1) && !c->crossover; k++)
+    st = c->nsingle < AB_CAL_SINGLE ? run_timed(b, f, &batch[k], 1) : run_single(b, batch[k]);
+  if (st || k == g) return st;
+  if (c->crossover) return run_measured(b, batch + k, g - k); /* calibrated by this round */
+  return c->nbatched < AB_CAL_BATCHED ? run_timed(b, f, batch + k, g - k)
+                                      : run_batch(b, batch + k, g - k);
+}
+
 /* One round: the ready calls, the policy's lead, the calls that join it; run batched, or
- * unbatched when alone (the straggler case: no stacking, no symbolic-batch kernels). */
+ * unbatched when alone (the straggler case: no stacking, no symbolic-batch kernels) or, under
+ * the measured rule (run_measured), when fewer than the function's crossover. */
 static rx_status run_round(rx_rt_batcher *b, size_t first, size_t *ready, size_t *batch,
                            size_t *count) {
   size_t nready = 0;
@@ -1041,7 +1114,8 @@ static rx_status run_round(rx_rt_batcher *b, size_t first, size_t *ready, size_t
                       (b->policy != RX_RT_BATCH_DEPTH || b->depth[i] == b->depth[lead])))
       batch[g++] = i;
   }
-  if (g >= b->min_batch) return run_batch(b, batch, g);
+  if (!b->min_batch && b->policy != RX_RT_BATCH_ONE) return run_measured(b, batch, g);
+  if (g >= 2 && g >= b->min_batch) return run_batch(b, batch, g);
   rx_status st = NULL;
   for (size_t k = 0; k < g && !st; k++) st = run_single(b, batch[k]);
   return st;
@@ -1177,11 +1251,10 @@ rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p) {
 
 rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n) {
   if (!b) return base_status_make(RX_ERR_INVALID, "batcher: set_min_batch: the batcher is NULL");
-  if (n < 2)
+  if (n == 1)
     return base_status_make(RX_ERR_INVALID,
-                            "batcher: set_min_batch: %zu; expected 2 or more (a batch of one call "
-                            "always runs unbatched)",
-                            n);
+                            "batcher: set_min_batch: 1; expected 0 (measured) or 2 or more (a "
+                            "batch of one call always runs unbatched)");
   b->min_batch = n;
   return NULL;
 }
@@ -1202,6 +1275,19 @@ rx_status rx_rt_batcher_output(rx_rt_batcher *b, size_t call, size_t output,
   if (!o->own) RX_RETURN_IF_ERROR(row_tensor(b, o->whole, o->row, false, &o->own));
   *out_tensor = o->own;
   return NULL;
+}
+
+rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, size_t *out_g) {
+  if (!out_g) return base_status_make(RX_ERR_INVALID, "batcher: get_crossover: out_g is NULL");
+  *out_g = 0;
+  if (!b || !fn) return base_status_make(RX_ERR_INVALID, "batcher: get_crossover: NULL argument");
+  for (size_t f = 0; f < b->nfns; f++)
+    if (!strcmp(b->fns[f].name, fn)) {
+      *out_g = b->min_batch ? b->min_batch : b->fns[f].cost.crossover;
+      return NULL;
+    }
+  return base_status_make(RX_ERR_NOT_FOUND, "batcher: get_crossover: no function '%s' registered",
+                          fn);
 }
 
 void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats) {

@@ -43,6 +43,33 @@ size_t rt_abp_choose(rx_rt_batch_policy p, const rt_abp_fsm *fsm, const size_t *
   return first_fn;
 }
 
+size_t rt_abp_crossover(const double *single, size_t nsingle, const double *bt, const size_t *bg,
+                        size_t nbatched) {
+  if (nsingle < 2 || nbatched < 2) return 0;
+  double s = single[1];
+  for (size_t k = 2; k < nsingle; k++)
+    if (single[k] < s) s = single[k];
+  /* the line through the batched samples after the warm-up: the smallest and the largest size
+   * (the least time of each), or a constant when every sample has one size */
+  size_t lo = 1, hi = 1;
+  for (size_t k = 2; k < nbatched; k++) {
+    if (bg[k] < bg[lo] || (bg[k] == bg[lo] && bt[k] < bt[lo])) lo = k;
+    if (bg[k] > bg[hi] || (bg[k] == bg[hi] && bt[k] < bt[hi])) hi = k;
+  }
+  double c = 0, a = bt[lo] < bt[hi] ? bt[lo] : bt[hi];
+  if (bg[hi] > bg[lo]) {
+    c = (bt[hi] - bt[lo]) / (double)(bg[hi] - bg[lo]);
+    if (c < 0) c = 0;
+    a = bt[lo] - c * (double)bg[lo];
+    if (a < 0) a = 0;
+  }
+  if (!(s > c)) return SIZE_MAX;
+  double x = a / (s - c); /* batch when g > x */
+  if (x >= 1e9) return SIZE_MAX;
+  size_t g = (size_t)x + 1;
+  return g < 2 ? 2 : g;
+}
+
 void rt_abp_fsm_free(const rx_rt_allocator *al, rt_abp_fsm *fsm) {
   rt_free(al, fsm->action);
   memset(fsm, 0, sizeof *fsm);
@@ -123,21 +150,71 @@ static void sim_step(sim *s, size_t f) {
   }
 }
 
+/* The batches policy p makes on s's graph; visited (when not NULL) marks the states met. */
+static size_t sim_run(sim *s, rx_rt_batch_policy p, const rt_abp_fsm *fsm, bool *visited) {
+  size_t batches = 0, nfns = s->g->nfns;
+  sim_reset(s);
+  while (s->left) {
+    if (visited) visited[rt_abp_encode(s->count, nfns)] = true;
+    size_t f = rt_abp_choose(p, fsm, s->count, nfns, sim_first_fn(s));
+    if (!s->count[f]) break; /* a cycle */
+    sim_step(s, f);
+    batches++;
+  }
+  return batches;
+}
+
 size_t rt_abp_simulate(const rx_rt_allocator *al, const rt_abp_graph *g, rx_rt_batch_policy p,
                        const rt_abp_fsm *fsm) {
   sim s;
   size_t batches = 0;
-  if (g->nfns <= RT_ABP_MAX_FNS && sim_make(al, g, &s)) {
-    sim_reset(&s);
-    while (s.left) {
-      size_t f = rt_abp_choose(p, fsm, s.count, g->nfns, sim_first_fn(&s));
-      if (!s.count[f]) break; /* a cycle */
-      sim_step(&s, f);
-      batches++;
-    }
-  }
+  if (g->nfns <= RT_ABP_MAX_FNS && sim_make(al, g, &s)) batches = sim_run(&s, p, fsm, NULL);
   sim_free(al, &s);
   return batches;
+}
+
+/* The search's simulated runs: 4 per training episode, at most this. */
+#define ABP_SEARCH_SIMS 4000
+
+/* The table improved by a local search after the Q-learning: the frontier's state is the
+ * bucketed counts only, not a Markov state of the run, so the greedy table of the learned values
+ * need not be the best table; each pass tries, for every state the current table's simulated run
+ * meets, every other action (each function with ready calls there, or RT_ABP_NONE: the agenda
+ * rule) and keeps a change that makes fewer batches in simulation. It starts from the better of
+ * the learned table and the all-agenda table (all RT_ABP_NONE), so the result never makes more
+ * batches in simulation than either. At most `budget` simulated runs (deterministic). */
+static void improve(sim *s, rt_abp_fsm *fsm, bool *visited, size_t budget) {
+  size_t nfns = s->g->nfns, sims = 0;
+  size_t best = sim_run(s, RX_RT_BATCH_FSM, fsm, NULL);
+  size_t agenda_only = sim_run(s, RX_RT_BATCH_AGENDA, NULL, NULL);
+  if (agenda_only < best) {
+    memset(fsm->action, RT_ABP_NONE, fsm->nstates);
+    best = agenda_only;
+  }
+  for (int pass = 0; pass < 8 && sims < budget; pass++) {
+    bool better = false;
+    memset(visited, 0, fsm->nstates);
+    sim_run(s, RX_RT_BATCH_FSM, fsm, visited);
+    for (size_t st = 0; st < fsm->nstates && sims < budget; st++) {
+      if (!visited[st]) continue;
+      for (size_t a = 0; a <= nfns && sims < budget; a++) {
+        uint8_t act = a == nfns ? RT_ABP_NONE : (uint8_t)a, old = fsm->action[st];
+        size_t digits = st; /* function f's bucket is digit f of the state in base 4 */
+        for (size_t f = 0; f < a && a < nfns; f++) digits /= RT_ABP_BUCKETS;
+        if (act == old || (a < nfns && digits % RT_ABP_BUCKETS == 0)) continue; /* none ready */
+        fsm->action[st] = act;
+        size_t v = sim_run(s, RX_RT_BATCH_FSM, fsm, NULL);
+        sims++;
+        if (v < best) {
+          best = v;
+          better = true;
+        } else {
+          fsm->action[st] = old;
+        }
+      }
+    }
+    if (!better) break;
+  }
 }
 
 /* ---- Q-learning ---- */
@@ -221,12 +298,14 @@ rx_status rt_abp_train(const rx_rt_allocator *al, const rt_abp_graph *g, size_t 
     action[st] = (uint8_t)greedy(q + st * g->nfns, count, g->nfns, NULL);
   }
   rt_free(al, q);
-  rt_free(al, seen);
-  sim_free(al, &s);
   rt_abp_fsm_free(al, fsm);
   fsm->nfns = g->nfns;
   fsm->nstates = nstates;
   fsm->action = action;
+  size_t budget = episodes < ABP_SEARCH_SIMS / 4 ? 4 * episodes : ABP_SEARCH_SIMS;
+  improve(&s, fsm, seen, budget); /* seen: scratch from here */
+  rt_free(al, seen);
+  sim_free(al, &s);
   return NULL;
 }
 

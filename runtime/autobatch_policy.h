@@ -50,6 +50,19 @@ rx_status rt_abp_train(const rx_rt_allocator *al, const rt_abp_graph *g, size_t 
 size_t rt_abp_simulate(const rx_rt_allocator *al, const rt_abp_graph *g, rx_rt_batch_policy p,
                        const rt_abp_fsm *fsm);
 
+/* Cost-aware batching (docs/autobatch.md, "Cost-aware batching"): the crossover g* of one
+ * function, the least batch size whose batched call is predicted cheaper than g unbatched calls,
+ * from measured times (seconds, each with a device synchronization before and after). single[]:
+ * unbatched calls; bt[k]: a batched call of bg[k] calls. The first sample of each kind is a
+ * warm-up (the VM's first call allocates its planned storage) and is left out; an unbatched call
+ * costs s, the least of the others; a batched call of g costs a + c g, the line through the
+ * other batched samples (c = 0 and a their least when their sizes are equal; c >= 0, a >= 0).
+ * g* = the least g >= 2 with a + c g < g s, or SIZE_MAX when s <= c (never batch). Needs at
+ * least 2 samples of each kind (else returns 0: not calibrated). Deterministic: the same
+ * measurements give the same g*. */
+size_t rt_abp_crossover(const double *single, size_t nsingle, const double *bt, const size_t *bg,
+                        size_t nbatched);
+
 void rt_abp_fsm_free(const rx_rt_allocator *al, rt_abp_fsm *fsm);
 
 /* The table as bytes: "RXABFSM1", u32 nfns, per function u32 length and its name, then the

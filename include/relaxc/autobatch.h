@@ -77,12 +77,19 @@ RX_API rx_status rx_rt_batcher_set_policy(rx_rt_batcher *b, rx_rt_batch_policy p
 /* "rounds", "depth", "agenda", "fsm", "one"; NULL for a value out of range. */
 RX_API const char *rx_rt_batch_policy_name(rx_rt_batch_policy p);
 
-/* A batch the policy chose of fewer than n calls (n >= 2) runs its calls one at a time through
- * the unbatched function instead: the default, 2, does so only for a batch of one call (the
- * straggler of a long sequence); where a batched call costs as much as several unbatched ones
- * (lavapipe: about 6 for the cells of tests/autobatch, docs/autobatch.md) a larger n keeps small
- * rounds from being slower than one call at a time, at the price of more launches. */
+/* Whether a batch the policy chose runs batched or as its calls one at a time through the
+ * unbatched function (a batch of one call always runs unbatched). n = 0, the default: measured
+ * per function (cost-aware batching, docs/autobatch.md): the first rounds of each function time
+ * unbatched and batched calls on the device (a synchronization around each; 3 of each, the first
+ * a warm-up), which give the crossover g*, the least batch size whose batched call is predicted
+ * cheaper than g* unbatched calls; later batches of fewer calls run unbatched. Which rounds run
+ * batched then depends on the measured times (the launch count may differ between batchers).
+ * n >= 2 forces: a batch of fewer than n calls runs unbatched, nothing is timed (n = 2: every
+ * batch of two or more runs batched, deterministic launch counts). n = 1 is an error. */
 RX_API rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n);
+/* The crossover of registered function fn: the forced min batch when set, else the measured g*
+ * (0 while fn calibrates, SIZE_MAX when batching never pays). */
+RX_API rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, size_t *out_g);
 /* The FSM policy's table: learned by tabular Q-learning from `episodes` simulated runs of the
  * calls submitted and not run yet (their dependencies and functions only: no device work;
  * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table trains one first

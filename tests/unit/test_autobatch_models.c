@@ -14,7 +14,15 @@
  *   - early exit: 12 samples (8 tokens, model 32, 2 heads) through up to 6 transformer encoder
  *     layers, each sample stopping after its own number of layers (drawn at random);
  *   - and test_autobatch's TreeLSTM (4 trees) and LSTM (lengths 1, 7, 33) as call graphs
- *     (tests/autobatch/acrobat_ref.h), as bench/autobatch_bench.c runs them.
+ *     (tests/autobatch/acrobat_ref.h), as bench/autobatch_bench.c runs them;
+ *   - two models of two cell functions where the order of the functions' batches matters
+ *     (ED-Batch's): a TreeLSTM with a leaf cell and an inner-node cell (16 trees of 1..30
+ *     leaves), and a lattice LSTM (Zhang & Yang: character cells and word cells that start and
+ *     end at character positions) over random lattices of sentences of 1, 7, 33, 100, 20 and 12
+ *     characters. The learned FSM policy's launches are checked against every heuristic's on
+ *     every model (no more), strictly fewer than the best heuristic's on the lattice; on the
+ *     two-cell TreeLSTM every policy attains the lower bound (height + 1: every leaf is ready at
+ *     the start), which is checked instead.
  * Tolerances: batched vs one at a time 2e-6 relative to max(1, |reference|) (float32: the
  * batched kernels sum in another order; measured at most 9.8e-7), each vs the double reference
  * 1e-5 (measured at most 1e-6). The number of batched calls is checked where the model fixes it:
@@ -30,8 +38,10 @@
 #include "../autobatch/encoder_ref.h"
 #include "../autobatch/grid_ref.h"
 #include "../autobatch/gru_ref.h"
+#include "../autobatch/lattice_ref.h"
 #include "../autobatch/mvrnn_ref.h"
 #include "../autobatch/nested_ref.h"
+#include "../autobatch/treelstm2_ref.h"
 #include "base/base.h"
 #include "check.h"
 #include "driver/driver.h"
@@ -53,7 +63,7 @@ static const rx_rt_batch_policy policies[NPOL] = {RX_RT_BATCH_ROUNDS, RX_RT_BATC
 /* The cells' files and the functions batched in them, with their shared (weight) parameters. */
 static const char *cell_files[] = {"gru_cell.rx",    "mvrnn_cell.rx",   "grid_cell.rx",
                                    "nested_cell.rx", "encoder_cell.rx", "tree_cell.rx",
-                                   "lstm_cell.rx"};
+                                   "lstm_cell.rx",   "lattice_cell.rx", "treelstm2_cell.rx"};
 static const struct {
   const char *fn, *out, *shared[16];
   size_t n;
@@ -65,6 +75,10 @@ static const struct {
     {"word_cell", "word_cell_batched", {"we", "ws", "uw", "bw"}, 4},
     {"tree_cell", "tree_cell_batched", {"w", "ul", "ur", "b"}, 4},
     {"lstm_cell", "lstm_cell_batched", {"wx", "wh", "b"}, 3},
+    {"lattice_char_cell", "lattice_char_cell_batched", {"wx", "wh", "b", "wlx", "wlc", "bl"}, 6},
+    {"lattice_word_cell", "lattice_word_cell_batched", {"ww", "uw", "bw"}, 3},
+    {"tree_leaf_cell", "tree_leaf_cell_batched", {"w", "b"}, 2},
+    {"tree_node_cell", "tree_node_cell_batched", {"ul", "ur", "b"}, 3},
     {"encoder_cell",
      "encoder_cell_batched",
      {"wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "g1", "be1", "w1", "b1", "w2", "b2", "g2",
@@ -150,9 +164,10 @@ static unsigned char *compile(rx_module *m, const rxk_backend *vk, size_t *len) 
 
 /* Runs g batched and one call at a time, compares both with each other and the reference, and
  * checks the number of calls and, for a single-function model (by_depth), of batched calls: one
- * per depth of the call graph (bm_levels), where want_levels > 0 that many. */
-static void run_model(const char *name, bm_graph *g, rx_rt_artifact *a, bool by_depth,
-                      int want_levels) {
+ * per depth of the call graph (bm_levels), where want_levels > 0 that many. launches[p] (when
+ * not NULL): policy p's launches. */
+static void run_model_l(const char *name, bm_graph *g, rx_rt_artifact *a, bool by_depth,
+                        int want_levels, size_t *launches) {
   if (!ok_status(g->st, name)) return;
   rx_rt_tensor **xs = bm_outputs_new(g);
   rx_status st = bm_run_single(g, a, xs);
@@ -165,6 +180,7 @@ static void run_model(const char *name, bm_graph *g, rx_rt_artifact *a, bool by_
     rx_rt_batcher_stats stats = {0};
     bm_policy = policies[p];
     st = bm_run_batched(g, a, xb, &stats);
+    if (launches) launches[p] = st ? 0 : stats.launches;
     bm_policy = RX_RT_BATCH_ROUNDS;
     double e_xy = 0, e_bref = 0, e_sref = 0, e_yx = 0;
     size_t n = 0;
@@ -193,6 +209,61 @@ static void run_model(const char *name, bm_graph *g, rx_rt_artifact *a, bool by_
     bm_outputs_free(g, xb);
   }
   bm_outputs_free(g, xs);
+}
+
+/* The FSM's launches (policies[NPOL - 1]) against the heuristics': no more than any; strictly
+ * fewer than the best when `beat`. The best heuristic's count in *out_best. */
+static void check_fsm(const char *name, const size_t *launches, bool beat, size_t *out_best) {
+  size_t fsm = launches[NPOL - 1], best = SIZE_MAX;
+  for (int p = 0; p < NPOL - 1; p++) {
+    CHECK_MSG(fsm <= launches[p], "%s: the FSM's %zu launches > %s's %zu", name, fsm,
+              rx_rt_batch_policy_name(policies[p]), launches[p]);
+    best = launches[p] < best ? launches[p] : best;
+  }
+  CHECK_MSG(!beat || fsm < best, "%s: the FSM's %zu launches, the best heuristic's %zu", name, fsm,
+            best);
+  printf("%s: launches rounds %zu, depth %zu, agenda %zu, fsm %zu\n", name, launches[0],
+         launches[1], launches[2], fsm);
+  *out_best = best;
+}
+
+/* run_model_l, and the FSM's launches no more than any heuristic's. */
+static void run_model(const char *name, bm_graph *g, rx_rt_artifact *a, bool by_depth,
+                      int want_levels) {
+  size_t launches[NPOL] = {0}, best = 0;
+  run_model_l(name, g, a, by_depth, want_levels, launches);
+  if (!check_failed) check_fsm(name, launches, false, &best);
+}
+
+/* The two-function models of ED-Batch's kind: a TreeLSTM of a leaf and an inner-node cell, and
+ * a lattice LSTM of character and word cells. */
+static void two_cell_models(rx_rt_device *d, rx_rt_artifact *a) {
+  bm_graph g;
+  size_t launches[NPOL] = {0}, best = 0;
+  int height = 0, words = 0, levels = 0, wide = 0;
+  bm_init(&g, d);
+  bool made = treelstm2_setup(&g, 16, 30, 3606, &height);
+  CHECK_MSG(made, "forest too large");
+  run_model_l("tree (TreeLSTM, leaf and node cells, 16 trees)", &g, a, false, height + 1, launches);
+  check_fsm("two-cell TreeLSTM", launches, false, &best);
+  /* the lower bound: the longest chain of calls; every policy attains it */
+  bm_levels(&g, &levels, &wide);
+  for (int p = 0; p < NPOL; p++)
+    CHECK_MSG(launches[p] == (size_t)levels, "two-cell TreeLSTM, %s: %zu launches, bound %d",
+              rx_rt_batch_policy_name(policies[p]), launches[p], levels);
+  bm_free(&g);
+
+  bm_init(&g, d);
+  const int lens[] = {1, 7, 33, 100, 20, 12};
+  lattice_setup(&g, lens, 6, 3607, &words);
+  CHECK_MSG(words >= 40, "a lattice of %d words tests little", words);
+  printf("lattice: %d characters, %d words\n", g.ncalls - words, words);
+  run_model_l("lattice (lattice LSTM, 1, 7, 33, 100, 20, 12 characters)", &g, a, false, 0,
+              launches);
+  check_fsm("lattice LSTM", launches, true, &best);
+  bm_levels(&g, &levels, &wide);
+  printf("lattice LSTM: the longest chain of calls %d (a lower bound)\n", levels);
+  bm_free(&g);
 }
 
 static void models(rx_rt_device *d, rx_rt_artifact *a) {
@@ -248,6 +319,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *tests = argc > 1 ? argv[1] : "tests";
   rx_module *m = make_module(tests);
+  bm_min_batch = 2; /* the launches are counted: every round of two calls or more batched */
   rxk_backend vk = {.kind = RX_RT_BACKEND_VULKAN};
   rxk_rt_open(&vk, "vulkan:0");
   if (!vk.dev) {
@@ -257,8 +329,10 @@ int main(int argc, char **argv) {
     unsigned char *bytes = compile(m, &vk, &len);
     rx_rt_artifact *a = NULL;
     if (bytes &&
-        ok_status(rx_rt_artifact_load_memory(vk.dev, bytes, len, "models.rxm", &a), "load"))
+        ok_status(rx_rt_artifact_load_memory(vk.dev, bytes, len, "models.rxm", &a), "load")) {
       models(vk.dev, a);
+      two_cell_models(vk.dev, a);
+    }
     rx_rt_artifact_release(a);
     free(bytes);
   }

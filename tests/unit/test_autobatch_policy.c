@@ -20,6 +20,11 @@
  *      With rx_rt_batcher_set_min_batch(5) the LSTM batches only its first step (137 launches).
  *   3. The FSM table as bytes: saved, loaded into a fresh batcher, the same launches; refused
  *      when the magic, a function name, the length or an action is wrong.
+ *   4. Cost-aware batching (min batch 0, the default): the crossover rule on given measurements
+ *      (rt_abp_crossover: warm-up samples left out, the line through the batched samples, never
+ *      batching when a batched row costs an unbatched call), and the LSTM 1, 7, 16, 17, 100 run
+ *      under it: the same outputs (1e-6), every call run, between 100 and 141 launches, and the
+ *      crossover reported (rx_rt_batcher_get_crossover: 0 before, the forced value when forced).
  *
  * usage: test_autobatch_policy TESTS_DIR */
 /* test-needs: runtime */
@@ -29,6 +34,7 @@
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/compiler.h"
+#include "runtime/autobatch_policy.h"
 #include "support_runtime.h"
 
 #include <math.h>
@@ -274,7 +280,19 @@ static void run_lstm(rx_rt_device *d, rx_rt_artifact *a, const char *model, cons
       check_run("LSTM 1,7,16,17,100, min batch 5", RX_RT_BATCH_ROUNDS, mb, out[0], single, ref, q.n,
                 &s, (size_t)q.total - 4);
     CHECK_MSG(s.batched_calls == 1, "%zu batched calls", s.batched_calls);
-    ab_min_batch = 0;
+    ab_min_batch = 0; /* cost-aware: which rounds batch depends on the measured times */
+    rx_rt_tensor *ms[AB_MAX_SEQS] = {0};
+    if (ok_status(ab_seqs_batched_p(a, &q, &w, &in, ms, &s, RX_RT_BATCH_ROUNDS), model)) {
+      double e = diff_tensors(ms, out[0], q.n);
+      printf("LSTM 1,7,16,17,100, measured: %zu launches (%zu batched, largest %zu), vs rounds "
+             "%.3g\n",
+             s.launches, s.batched_calls, s.max_batch, e);
+      CHECK_MSG(e <= 1e-6 && s.calls == (size_t)q.total && s.launches >= 100 &&
+                    s.launches <= (size_t)q.total,
+                "measured: vs rounds %g, %zu calls in %zu launches", e, s.calls, s.launches);
+    }
+    release_n(ms, q.n);
+    ab_min_batch = 2;
     release_n(mb, q.n);
   }
   for (int k = 0; k < NPOL; k++) release_n(out[k], q.n);
@@ -401,6 +419,7 @@ static rx_status mixed_run(rx_rt_artifact *a, const mixed *m, rx_rt_batch_policy
   size_t last[MIX_ZERO + MIX_TREES];
   rx_status st = rx_rt_batcher_create(a, &b);
   if (!st) st = rx_rt_batcher_set_policy(b, p);
+  if (!st) st = rx_rt_batcher_set_min_batch(b, 2); /* launches compared: no timing */
   if (!st) st = mixed_submit(b, m, last);
   if (!st && load) st = rx_rt_batcher_policy_load(b, load, load_len);
   if (!st && episodes) st = rx_rt_batcher_train(b, episodes, 7);
@@ -506,6 +525,32 @@ static void run_mixed(rx_rt_device *d, rx_rt_artifact *a) {
   mixed_free(&m);
 }
 
+/* The crossover from given measurements (seconds; the first of each kind a warm-up). */
+static void crossover_rule(void) {
+  const double warm = 100.0;
+  struct {
+    double single[3], bt[3];
+    size_t bg[3], ns, nb, want;
+  } cases[] = {
+      /* s = 1, batched 5.5 at g = 4 (one size: constant): batch from 6 */
+      {{warm, 1.0, 1.2}, {warm, 6.0, 5.5}, {9, 4, 4}, 3, 3, 6},
+      /* s = 1, batched 3 at 2 and 7 at 10: a = 2, c = 0.5, batch when 0.5 g > 2: from 5 */
+      {{warm, 1.0, 1.0}, {warm, 3.0, 7.0}, {9, 2, 10}, 3, 3, 5},
+      /* a batched row costs more than an unbatched call: never */
+      {{warm, 0.5, 0.5}, {warm, 2.0, 4.0}, {9, 2, 4}, 3, 3, SIZE_MAX},
+      /* a cheap batched call: from 2 (a batch of one is never batched) */
+      {{warm, 1.0, 1.0}, {warm, 0.1, 0.1}, {9, 3, 3}, 3, 3, 2},
+      /* only the warm-up of one kind: not calibrated */
+      {{warm, 1.0, 1.0}, {warm, 0, 0}, {9, 0, 0}, 3, 1, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    size_t g =
+        rt_abp_crossover(cases[k].single, cases[k].ns, cases[k].bt, cases[k].bg, cases[k].nb);
+    CHECK_MSG(g == cases[k].want, "crossover case %zu: %zu, expected %zu", k, g, cases[k].want);
+  }
+  printf("crossover rule: %zu cases\n", sizeof cases / sizeof *cases);
+}
+
 static void api_checks(rx_rt_artifact *a) {
   const char *names[NPOL] = {"rounds", "depth", "agenda", "fsm", "one"};
   for (int p = 0; p < NPOL; p++)
@@ -514,11 +559,22 @@ static void api_checks(rx_rt_artifact *a) {
   rx_rt_batcher *b = NULL;
   if (!ok_status(rx_rt_batcher_create(a, &b), "batcher")) return;
   want_error(rx_rt_batcher_set_policy(b, (rx_rt_batch_policy)9), "set_policy", "no policy 9");
-  want_error(rx_rt_batcher_set_min_batch(b, 1), "set_min_batch", "expected 2 or more");
+  want_error(rx_rt_batcher_set_min_batch(b, 1), "set_min_batch", "or 2 or more");
   size_t len = 1;
   want_error(rx_rt_batcher_policy_save(b, NULL, 0, &len), "policy_save", "no FSM table");
   CHECK_MSG(len == 0, "len %zu", len);
   want_error(rx_rt_batcher_train(b, 10, 1), "train", "the FSM policy covers 1 to 6 functions");
+  const bool sh[6] = {false, false, false, true, true, true};
+  size_t g = 1;
+  want_error(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "get_crossover", "no function");
+  CHECK_MSG(g == 0, "crossover of an unknown function %zu", g);
+  if (ok_status(rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", sh, 6), "add") &&
+      ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover")) {
+    CHECK_MSG(g == 0, "crossover before any run %zu (expected 0: calibrating)", g);
+    ok_status(rx_rt_batcher_set_min_batch(b, 3), "min batch 3");
+    ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover");
+    CHECK_MSG(g == 3, "forced crossover %zu", g);
+  }
   rx_rt_batcher_release(b);
 }
 
@@ -532,6 +588,8 @@ int main(int argc, char **argv) {
     return 77;
   }
   size_t len = 0;
+  ab_min_batch = 2; /* the launches are compared: every round of two calls or more batched */
+  crossover_rule();
   unsigned char *bytes = compile_cells(tests, &vk, &len);
   rx_rt_artifact *a = NULL;
   if (bytes && ok_status(rx_rt_artifact_load_memory(vk.dev, bytes, len, "cells.rxm", &a), "load")) {
