@@ -116,6 +116,10 @@ typedef struct rx_import_options {
   bool no_weights;          /* config.json alone: the weights stay parameters */
   const char *quantize;     /* "q4f16_g32", "q8f16", ...; NULL: the compute dtype */
   bool quantize_embeddings; /* with quantize: the embedding table and output layer too */
+  /* > 1: a Hugging Face folder imported as rank tensor_rank's program of tensor_parallel ranks
+   * by the Megatron preset (docs/distributed.md; relaxc compile --tensor-parallel N imports each
+   * rank so); 0 or 1: the whole model */
+  int tensor_parallel, tensor_rank;
 } rx_import_options;
 
 /* Imports the model at path into m (empty, from rx_module_new), as the command line does: a

@@ -94,7 +94,8 @@ class CompileRequest(Structure):  # rx_compile_request
 
 class ImportOptions(Structure):  # rx_import_options
     _fields_ = [("dtype", c_int), ("max_seq_len", c_int64), ("max_batch", c_int64),
-                ("no_weights", c_bool), ("quantize", c_char_p), ("quantize_embeddings", c_bool)]
+                ("no_weights", c_bool), ("quantize", c_char_p), ("quantize_embeddings", c_bool),
+                ("tensor_parallel", c_int), ("tensor_rank", c_int)]
 
 
 class DeviceInfo(Structure):  # rx_rt_device_info
