@@ -49,3 +49,19 @@ const char *vm_extern_names(void) {
       ;
   return names + 2; /* past the first ", " */
 }
+
+rx_status vm_extern_arg_int(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
+                            const char *what, int64_t lo, int64_t hi, int64_t *out) {
+  rx_dtype dt = args[i]->dtype;
+  bool is_float =
+      dt == RX_DTYPE_F32 || dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16 || dt == RX_DTYPE_F64;
+  if (args[i]->kind != RX_RT_VALUE_PRIM || is_float)
+    return base_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim",
+                            c->name, i + 1, what);
+  int64_t v = args[i]->prim;
+  if (v < lo || v > hi)
+    return base_status_make(RX_ERR_INVALID, "%s: %s is %lld, expected %lld..%lld", c->name, what,
+                            (long long)v, (long long)lo, (long long)hi);
+  *out = v;
+  return NULL;
+}

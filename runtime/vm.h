@@ -170,6 +170,11 @@ typedef struct vm_extern {
 const vm_extern *vm_extern_find(const char *name);
 /* "rx_kv_create, rx_kv_extend, ...": the builtins, for messages (static storage). */
 const char *vm_extern_names(void);
+/* Argument i of a builtin call as an integer in lo..hi (an integer Prim: a float Prim or
+ * another kind is refused), errors naming the builtin and what the argument is (runtime/ccl,
+ * runtime/llm/kv_cache.c). */
+rx_status vm_extern_arg_int(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
+                            const char *what, int64_t lo, int64_t hi, int64_t *out);
 
 /* ---- weights (runtime/weights.c) ---- */
 /* A read-only mapping of the file at path (*out NULL for an empty file); statuses name it, and a

@@ -31,22 +31,6 @@ static rx_status arg_tensor(const vm_extern_call *c, rx_rt_value *const *args, s
   return NULL;
 }
 
-static rx_status arg_int(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
-                         const char *what, int64_t lo, int64_t hi, int64_t *out) {
-  rx_dtype dt = args[i]->dtype;
-  bool is_float =
-      dt == RX_DTYPE_F32 || dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16 || dt == RX_DTYPE_F64;
-  if (args[i]->kind != RX_RT_VALUE_PRIM || is_float)
-    return base_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim",
-                            c->name, i + 1, what);
-  int64_t v = args[i]->prim;
-  if (v < lo || v > hi)
-    return base_status_make(RX_ERR_INVALID, "%s: %s is %lld, expected %lld..%lld", c->name, what,
-                            (long long)v, (long long)lo, (long long)hi);
-  *out = v;
-  return NULL;
-}
-
 static rx_status need_device(const vm_extern_call *c) {
   if (!c->device) return base_status_make(RX_ERR_INVALID, "%s: no device", c->name);
   return NULL;
@@ -216,7 +200,7 @@ rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *
   RX_RETURN_IF_ERROR(want_args(c, nargs, 2));
   RX_RETURN_IF_ERROR(need_device(c));
   RX_RETURN_IF_ERROR(arg_tensor(c, args, 0, &x));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 1, "op (0 sum, 1 max)", 0, 1, &op));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 1, "op (0 sum, 1 max)", 0, 1, &op));
   rx_dtype dt = rx_rt_tensor_dtype(x);
   if (!rt_ccl_reducible(dt))
     return base_status_make(RX_ERR_UNSUPPORTED, "%s: %s: expected f32, f16, bf16, f64, i32 or i64",
@@ -242,7 +226,7 @@ static rx_status axis_arg(const vm_extern_call *c, rx_rt_value *const *args, siz
   int nd = rx_rt_tensor_ndim(x);
   if (nd == 0)
     return base_status_make(RX_ERR_INVALID, "%s: a scalar tensor has no axis to split", c->name);
-  return arg_int(c, args, i, "axis", 0, nd - 1, axis);
+  return vm_extern_arg_int(c, args, i, "axis", 0, nd - 1, axis);
 }
 
 /* ---- rx_ccl_allgather(x, prim(axis)) ---- */
@@ -303,7 +287,7 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
   RX_RETURN_IF_ERROR(need_device(c));
   RX_RETURN_IF_ERROR(arg_tensor(c, args, 0, &x));
   RX_RETURN_IF_ERROR(axis_arg(c, args, 1, x, &axis));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "op (0 sum, 1 max)", 0, 1, &op));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 2, "op (0 sum, 1 max)", 0, 1, &op));
   rx_dtype dt = rx_rt_tensor_dtype(x);
   if (!rt_ccl_reducible(dt))
     return base_status_make(RX_ERR_UNSUPPORTED, "%s: %s: expected f32, f16, bf16, f64, i32 or i64",
@@ -369,7 +353,7 @@ rx_status rt_ccl_builtin_broadcast(const vm_extern_call *c, rx_rt_value *const *
   RX_RETURN_IF_ERROR(arg_tensor(c, args, 0, &x));
   rx_rt_comm *comm = comm_of(c);
   int w = comm ? rx_rt_comm_size(comm) : 1;
-  RX_RETURN_IF_ERROR(arg_int(c, args, 1, "root", 0, w - 1, &root));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 1, "root", 0, w - 1, &root));
   double t0 = rt_ccl_now();
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, "the same root", root, 0) : NULL;
@@ -394,7 +378,7 @@ static rx_status peer_arg(const vm_extern_call *c, rx_rt_value *const *args, siz
                             "%s: the artifact has no communicator (a world of one rank has no "
                             "peer): rx_rt_artifact_set_comm",
                             c->name);
-  RX_RETURN_IF_ERROR(arg_int(c, args, i, "peer", 0, rx_rt_comm_size(comm) - 1, peer));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, i, "peer", 0, rx_rt_comm_size(comm) - 1, peer));
   if (*peer == rx_rt_comm_rank(comm))
     return base_status_make(RX_ERR_INVALID, "%s: peer %lld is this rank", c->name,
                             (long long)*peer);
@@ -488,10 +472,10 @@ rx_status rt_ccl_builtin_recv(const vm_extern_call *c, rx_rt_value *const *args,
                             RX_RT_MAX_NDIM, nargs);
   RX_RETURN_IF_ERROR(need_device(c));
   RX_RETURN_IF_ERROR(peer_arg(c, args, 0, &comm, &peer));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 1, "dtype", 1, RX_DTYPE_COUNT - 1, &dtype));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 1, "dtype", 1, RX_DTYPE_COUNT - 1, &dtype));
   int nd = (int)(nargs - 2);
   for (int i = 0; i < nd; i++)
-    RX_RETURN_IF_ERROR(arg_int(c, args, 2 + (size_t)i, "dim", 0, INT64_MAX, &shape[i]));
+    RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 2 + (size_t)i, "dim", 0, INT64_MAX, &shape[i]));
   double t0 = rt_ccl_now();
   void *msg = NULL;
   size_t got = 0;

@@ -55,20 +55,6 @@ rx_kv_cache *llm_kv_cache_of(const rx_rt_value *v) {
 }
 
 /* ---- arguments ---- */
-static rx_status arg_int(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
-                         const char *what, int64_t lo, int64_t hi, int64_t *out) {
-  rx_dtype dt = args[i]->dtype;
-  bool is_float = dt == RX_DTYPE_F32 || dt == RX_DTYPE_F16 || dt == RX_DTYPE_BF16;
-  if (args[i]->kind != RX_RT_VALUE_PRIM || is_float)
-    return base_status_make(RX_ERR_INVALID, "%s: argument %zu (%s) must be an integer Prim",
-                            c->name, i + 1, what);
-  int64_t v = args[i]->prim;
-  if (v < lo || v > hi)
-    return base_status_make(RX_ERR_INVALID, "%s: %s is %lld, expected %lld..%lld", c->name, what,
-                            (long long)v, (long long)lo, (long long)hi);
-  *out = v;
-  return NULL;
-}
 
 static rx_status arg_cache(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
                            rx_kv_cache **out) {
@@ -97,13 +83,13 @@ rx_status llm_kv_builtin_create(const vm_extern_call *c, rx_rt_value *const *arg
   RX_RETURN_IF_ERROR(want_args(c, nargs, 7));
   if (!c->device) return base_status_make(RX_ERR_INVALID, "%s: no device", c->name);
   int64_t layers = 0, heads = 0, dim = 0, dtype = 0, capacity = 0, max_seqs = 0, max_len = 0;
-  RX_RETURN_IF_ERROR(arg_int(c, args, 0, "layers", 1, KV_MAX_LAYERS, &layers));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 1, "kv heads", 1, KV_MAX_HEADS, &heads));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "head dim", 1, KV_MAX_DIM, &dim));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 3, "dtype", 0, RX_DTYPE_COUNT - 1, &dtype));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 4, "capacity", 1, INT32_MAX / 2, &capacity));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 5, "max sequences", 1, KV_MAX_SEQS, &max_seqs));
-  RX_RETURN_IF_ERROR(arg_int(c, args, 6, "max sequence length", 1, INT64_MAX, &max_len));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 0, "layers", 1, KV_MAX_LAYERS, &layers));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 1, "kv heads", 1, KV_MAX_HEADS, &heads));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 2, "head dim", 1, KV_MAX_DIM, &dim));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 3, "dtype", 0, RX_DTYPE_COUNT - 1, &dtype));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 4, "capacity", 1, INT32_MAX / 2, &capacity));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 5, "max sequences", 1, KV_MAX_SEQS, &max_seqs));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 6, "max sequence length", 1, INT64_MAX, &max_len));
   /* No sequence holds more tokens than the cache (at most INT32_MAX / 2): a model compiled for
    * longer ones (a max_position_embeddings of 2^31 - 1) runs in the cache the caller sized
    * (--kv-capacity); the cache's pages refuse what does not fit. */
@@ -517,7 +503,7 @@ rx_status llm_kv_builtin_extend(const vm_extern_call *c, rx_rt_value *const *arg
   rx_kv_cache *kv;
   RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));
   int64_t count = 0;
-  RX_RETURN_IF_ERROR(arg_int(c, args, 2, "the new tokens", 1, INT32_MAX, &count));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 2, "the new tokens", 1, INT32_MAX, &count));
   extend_plan p = {0};
   RX_RETURN_IF_ERROR(extend_rows(c, kv, args, count, &p));
   size_t b = (size_t)p.b;
@@ -556,7 +542,7 @@ rx_status llm_kv_builtin_pages(const vm_extern_call *c, rx_rt_value *const *args
   rx_kv_cache *kv;
   RX_RETURN_IF_ERROR(arg_cache(c, args, 0, &kv));
   int64_t layer = 0;
-  RX_RETURN_IF_ERROR(arg_int(c, args, 1, "layer", 0, kv->layers - 1, &layer));
+  RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 1, "layer", 0, kv->layers - 1, &layer));
   rx_rt_value_retain(kv->pages[layer]);
   *result = kv->pages[layer];
   return NULL;

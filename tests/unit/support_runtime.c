@@ -192,6 +192,24 @@ rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, 
   for (int i = 0; i < io->n; i++) rx_rt_buffer_release(bufs[i]);
   return s;
 }
+unsigned char *rxk_compile_artifact(rx_module *m, const rx_target *target, size_t *len, char *why,
+                                    size_t n) {
+  rx_compile_options o = {.ntargets = 1};
+  o.targets[0] = target;
+  rx_compile_result r;
+  memset(&r, 0, sizeof r);
+  rx_diag diag;
+  base_diag_init(&diag);
+  bool ok = drv_compile(m, &o, &diag, &r);
+  if (!ok) snprintf(why, n, "%s", rx_diag_text(&diag));
+  unsigned char *bytes = ok ? r.artifact : NULL;
+  *len = ok ? r.artifact_len : 0;
+  if (ok) r.artifact = NULL;
+  drv_compile_result_free(&r);
+  base_diag_free(&diag);
+  return bytes;
+}
+
 bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
                      const rx_target *target, const char *path, char *why, size_t n) {
   char dir[1024];

@@ -54,6 +54,11 @@ rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, 
 bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
                      const rx_target *target, const char *path, char *why, size_t n);
 
+/* m compiled for target into an artifact in memory (malloc'd, *len bytes), or NULL with the
+ * diagnostics in why (n bytes) (test_autobatch, test_autobatch_models). */
+unsigned char *rxk_compile_artifact(rx_module *m, const rx_target *target, size_t *len, char *why,
+                                    size_t n);
+
 /* The relative L2 distance of got from want (n floats): |got - want| / |want| (|want| taken as 1
  * when 0), in double (test_llm, test_batch: logits). */
 double rxk_rel_l2(const float *got, const float *want, size_t n);

@@ -209,19 +209,9 @@ static void pass_errors(void) {
 }
 
 static unsigned char *compile(rx_module *m, const rxk_backend *vk, size_t *len) {
-  rx_compile_options o = {.ntargets = 1};
-  o.targets[0] = &vk->target;
-  rx_compile_result r;
-  memset(&r, 0, sizeof r);
-  rx_diag diag;
-  base_diag_init(&diag);
-  bool ok = drv_compile(m, &o, &diag, &r);
-  CHECK_MSG(ok, "compile: %s", rx_diag_text(&diag));
-  unsigned char *bytes = ok ? r.artifact : NULL;
-  *len = ok ? r.artifact_len : 0;
-  if (ok) r.artifact = NULL;
-  drv_compile_result_free(&r);
-  base_diag_free(&diag);
+  char why[1024];
+  unsigned char *bytes = rxk_compile_artifact(m, &vk->target, len, why, sizeof why);
+  CHECK_MSG(bytes != NULL, "compile: %s", why);
   return bytes;
 }
 
