@@ -166,7 +166,7 @@ static size_t sim_run(sim *s, rx_rt_batch_policy p, const rt_abp_fsm *fsm, bool 
 
 size_t rt_abp_simulate(const rx_rt_allocator *al, const rt_abp_graph *g, rx_rt_batch_policy p,
                        const rt_abp_fsm *fsm) {
-  sim s;
+  sim s = {0}; /* freed whole even when sim_make is not called (too many functions) */
   size_t batches = 0;
   if (g->nfns <= RT_ABP_MAX_FNS && sim_make(al, g, &s)) batches = sim_run(&s, p, fsm, NULL);
   sim_free(al, &s);
