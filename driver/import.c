@@ -30,6 +30,7 @@ static bool hf_options_set(const rx_import_options *o) {
          o->quantize || o->quantize_embeddings || o->tensor_parallel > 1;
 }
 
+#ifdef RX_HAVE_ONNX
 /* path's folder ("." for a bare name), for the ONNX importer's external data */
 static char *dir_of(const char *path) {
   const char *slash = strrchr(path, '/');
@@ -37,6 +38,7 @@ static char *dir_of(const char *path) {
   if (slash == path) return base_strdup("/");
   return base_strndup(path, (size_t)(slash - path));
 }
+#endif
 
 static rx_status import_file(rx_module *m, const char *path, rx_diag *diag) {
   char *text = NULL;

@@ -7,6 +7,9 @@
 #include "interp/fiber.h"
 
 #include <ctype.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -577,7 +580,9 @@ static int load_module(const char *so, prepared *p, int traced, simt_module **ou
  * even, subnormals kept: the MXCSR is left at its default), so results do not change. */
 static const char *cpu_flags_here(void) {
 #if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_supports("f16c")) return "-mf16c";
+  /* CPUID leaf 1, ECX bit 29 (clang 16's __builtin_cpu_supports does not know "f16c") */
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u)) return "-mf16c";
 #endif
   return "";
 }
