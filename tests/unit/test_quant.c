@@ -79,12 +79,13 @@ static const char *const targets[] = {"cuda -arch=sm_80", "vulkan-lavapipe", "vu
  * and 263 (256 + 7), so each variant meets both; 17 (the first row count past the small-row
  * kernels) and 150 (two row tiles of 128) for the matrix-unit GEMMs. RX_KERNEL_SIZES (the
  * sanitizer pass of CI sets 1,7,33) caps n at its largest size, and that pass leaves out the
- * sizes marked full (33 already runs the same kernels): CI's time. */
+ * sizes marked full (1, 7 and 33 at m = 263 or 33 already run the same kernels: the GEMV, the
+ * small-row kernel, the GEMM): CI's time. */
 static const struct {
   int64_t n, m;
   bool full;
-} sizes[] = {{1, 263, false}, {3, 33, false},    {7, 263, false},  {17, 263, true},
-             {33, 33, false}, {100, 263, false}, {150, 33, false}, {1, 33, false}};
+} sizes[] = {{1, 263, false}, {3, 33, true},     {7, 263, false},  {17, 263, true},
+             {33, 33, false}, {100, 263, false}, {150, 33, false}, {1, 33, true}};
 static int64_t size_cap = INT64_MAX;
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -824,7 +825,8 @@ int main(int argc, char **argv) {
     test_scheme(RX_QUANT_Q4F16_G32, RX_DTYPE_F32);
     test_scheme(RX_QUANT_GGUF_Q5_0, RX_DTYPE_F32);
   } else {
-    printf("sanitizer pass: groups of 64 and 128, the f32 runs and n = 17 left out\n");
+    printf("sanitizer pass: groups of 64 and 128, the f32 runs, n = 3, n = 17 and n = 1 at m = 33 "
+           "left out\n");
   }
   if (vk.dev) {
     const char *last = NULL;
