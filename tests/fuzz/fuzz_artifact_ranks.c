@@ -2,7 +2,8 @@
  * (runtime/artifact_ranks.c; docs/artifact.md, "Multi-rank artifacts"). The reader maps a rank
  * from a file, so each input is written to a temporary file first; then the rank count is read
  * and every rank (at most 8, and one past the end) is loaded for inspection and released. The
- * seed is tests/fuzz/vm_base.rxm as the one rank of a container. */
+ * seed (tests/fuzz/corpus/artifact_ranks) is tests/lit/Inputs/dist/tp_mlp.rx compiled with
+ * --tensor-parallel 2 --target vulkan. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
