@@ -66,7 +66,8 @@ set_tests_properties(ccl.generate_2 PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}" LAB
 # the Megatron preset (relaxc compile HF_DIR --tensor-parallel N) against the model whole: logits
 # and greedy tokens. 2 ranks: tiny-llama-gqa (an lm_head of its own) and tiny-qwen2 (q/k/v biases,
 # lm_head tied to the embedding table), whose 2 KV heads allow no more (tests/lit/dist/tp_llm);
-# 4 ranks: tiny-llama-kv4 (4 KV heads, tests/ccl/gen_tp_model.py).
+# 4 ranks: tiny-llama-kv4 (4 KV heads; made by the fixture script gen_tp_model in tests/ccl, which
+# CI does not run: it needs transformers).
 add_executable(tp_llm_test ${CMAKE_CURRENT_LIST_DIR}/tp_llm_test.c)
 target_include_directories(tp_llm_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../unit ${CMAKE_SOURCE_DIR})
 target_link_libraries(tp_llm_test PRIVATE relaxc_runtime m)
