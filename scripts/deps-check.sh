@@ -214,6 +214,9 @@ done <"$TMP/cmake")
 xargs -d '\n' grep -oE '#[[:space:]]*include[[:space:]]*<[^>]+>' <"$TMP/csrc" |
   sed -E 's/^([^:]*):.*<([^>]+)>$/\2\t\1/' | sort -u -t $'\t' -k1,1 >"$TMP/includes"
 while IFS=$'\t' read -r h src; do
+  # a header the tree provides itself (the Objective-C runtime's stub the Metal compile check
+  # uses): no package needed, even where one on this machine has the same name
+  grep -qE "(^|/)${h//./\\.}$" "$TMP/tree" && continue
   hit=0
   for c in "${C_COMPILERS[@]}" "${CXX_COMPILERS[@]}"; do
     lang=c
