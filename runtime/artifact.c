@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "relaxc/ccl.h"
+#include "runtime/autobatch_policy.h"
 #include "runtime/vm.h"
 
 #define HEADER_BYTES 16u
@@ -565,6 +566,30 @@ static rx_status parse_param_sigs(rx_rt_artifact *a) {
   return s;
 }
 
+/* The batching policy's FSM table (section RT_ABP_SECTION, relaxc compile --batch-policy), when
+ * present: checked as the batcher will read it, and every function it names a function of the
+ * host program, so that a table of another module is refused at load, by name. */
+static rx_status check_batch_policy(const rx_rt_artifact *a) {
+  const vm_section *s = find_section(a, RT_ABP_SECTION);
+  if (!s) return NULL;
+  char where[RXM_SECTION_NAME_BYTES + 320];
+  snprintf(where, sizeof where, "%.256s: section '%s'", a->name, RT_ABP_SECTION);
+  rt_abp_table t;
+  RX_RETURN_IF_ERROR(rt_abp_parse(s->data, s->size, where, &t));
+  for (size_t f = 0; f < t.nfns; f++) {
+    bool found = false;
+    for (size_t i = 0; i < a->nfns && !found; i++)
+      found = strlen(a->fns[i].name) == t.name_len[f] &&
+              !memcmp(a->fns[i].name, t.name[f], t.name_len[f]);
+    if (!found)
+      return base_status_make(RX_ERR_INVALID,
+                              "%s: the FSM table's function %zu, '%.*s', is not a function of the "
+                              "artifact",
+                              where, f, (int)(t.name_len[f] > 64 ? 64 : t.name_len[f]), t.name[f]);
+  }
+  return NULL;
+}
+
 /* The artifact over data[size]: owned by the artifact from here (a mapping when mapped, else
  * memory of the allocator), released with it on any error. */
 static rx_status load(rx_rt_device *d, uint8_t *data, size_t size, bool mapped, const char *name,
@@ -589,6 +614,7 @@ static rx_status load(rx_rt_device *d, uint8_t *data, size_t size, bool mapped, 
   if (!s) s = vm_weights_parse(a);
   if (!s) s = parse_host(a);
   if (!s) s = parse_param_sigs(a);
+  if (!s) s = check_batch_policy(a);
   if (!s) s = vm_weights_bind(a);
   if (!s && d) s = load_kernels(a);
   if (!s) s = vm_prepare(a);

@@ -1121,11 +1121,31 @@ static rx_status run_round(rx_rt_batcher *b, size_t first, size_t *ready, size_t
   return st;
 }
 
+/* The FSM table of a batcher that has none: the one the artifact carries (section
+ * RT_ABP_SECTION, relaxc compile --batch-policy), which must cover the functions registered, in
+ * their order; else one trained on the calls submitted. */
+static rx_status first_table(rx_rt_batcher *b) {
+  const char *name = NULL;
+  const void *data = NULL;
+  size_t size = 0;
+  for (size_t i = 0; rx_rt_artifact_section(b->a, i, &name, &data, &size); i++) {
+    if (strcmp(name, RT_ABP_SECTION) != 0) continue;
+    rx_status st = rx_rt_batcher_policy_load(b, data, size);
+    if (st)
+      st = base_status_annotate(st,
+                                "the FSM table of the artifact's section '%s' (relaxc compile "
+                                "--batch-policy)",
+                                RT_ABP_SECTION);
+    return st;
+  }
+  return rx_rt_batcher_train(b, AB_FIRST_RUN_EPISODES, 1);
+}
+
 rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   if (!b) return base_status_make(RX_ERR_INVALID, "batcher: run: the batcher is NULL");
   rx_status st = NULL;
-  if (b->policy == RX_RT_BATCH_FSM && !b->fsm.action) /* the first run trains the table */
-    RX_RETURN_IF_ERROR(rx_rt_batcher_train(b, AB_FIRST_RUN_EPISODES, 1));
+  if (b->policy == RX_RT_BATCH_FSM && !b->fsm.action) /* the artifact's table, or the first run */
+    RX_RETURN_IF_ERROR(first_table(b));               /* trains one */
   size_t n = b->ncalls ? b->ncalls : 1, nf = b->nfns ? b->nfns : 1;
   size_t *batch = rt_alloc(b->alloc, sizeof *batch * n),
          *ready = rt_alloc(b->alloc, sizeof *ready * n);

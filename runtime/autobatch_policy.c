@@ -348,61 +348,87 @@ rx_status rt_abp_save(const rt_abp_fsm *fsm, const char *const *names, void *buf
   return NULL;
 }
 
-rx_status rt_abp_load(const rx_rt_allocator *al, const void *bytes, size_t len,
-                      const char *const *names, size_t nfns, rt_abp_fsm *fsm) {
-  const unsigned char *p = bytes, *end = p + len;
-  if (!bytes || len < sizeof fsm_magic + 4 || memcmp(p, fsm_magic, sizeof fsm_magic) != 0)
+/* The magic without its last byte, the version ('1'): a table of another version is named so. */
+#define FSM_MAGIC_STEM 7
+
+rx_status rt_abp_parse(const void *bytes, size_t len, const char *where, rt_abp_table *out) {
+  rt_abp_table t;
+  memset(&t, 0, sizeof t);
+  const unsigned char *p = bytes, *end = p + (bytes ? len : 0);
+  if (!bytes || len < sizeof fsm_magic + 4 || memcmp(p, fsm_magic, FSM_MAGIC_STEM) != 0)
     return base_status_make(RX_ERR_INVALID,
-                            "batcher: policy_load: not an FSM table (expected the magic "
-                            "'RXABFSM1' and a function count, %zu bytes given)",
-                            len);
+                            "%s: not an FSM table (expected the magic 'RXABFSM1' and a function "
+                            "count, %zu bytes given)",
+                            where, bytes ? len : 0);
+  if (p[FSM_MAGIC_STEM] != fsm_magic[FSM_MAGIC_STEM])
+    return base_status_make(RX_ERR_UNSUPPORTED,
+                            "%s: an FSM table of version '%c' (byte 0x%02x); this runtime reads "
+                            "version '1'",
+                            where, p[FSM_MAGIC_STEM] > ' ' && p[FSM_MAGIC_STEM] < 127 ? p[7] : '?',
+                            p[FSM_MAGIC_STEM]);
   p += sizeof fsm_magic;
   size_t n = get_u32(p);
   p += 4;
-  if (n != nfns)
-    return base_status_make(RX_ERR_INVALID,
-                            "batcher: policy_load: the table covers %zu functions, the batcher has "
-                            "%zu registered",
-                            n, nfns);
   if (n == 0 || n > RT_ABP_MAX_FNS)
-    return base_status_make(RX_ERR_INVALID, "batcher: policy_load: %zu functions (1 to %d)", n,
-                            RT_ABP_MAX_FNS);
+    return base_status_make(RX_ERR_INVALID, "%s: the table covers %zu functions (1 to %d)", where,
+                            n, RT_ABP_MAX_FNS);
   for (size_t f = 0; f < n; f++) {
     size_t k = (size_t)(end - p) >= 4 ? get_u32(p) : SIZE_MAX;
-    if (k == SIZE_MAX || (size_t)(end - p) - 4 < k)
-      return base_status_make(RX_ERR_INVALID,
-                              "batcher: policy_load: function %zu's name runs "
-                              "past the end",
-                              f);
-    if (k != strlen(names[f]) || memcmp(p + 4, names[f], k) != 0)
-      return base_status_make(RX_ERR_INVALID,
-                              "batcher: policy_load: function %zu is '%.*s' in the table, '%s' in "
-                              "the batcher (register them in the same order)",
-                              f, (int)(k > 64 ? 64 : k), (const char *)p + 4, names[f]);
+    if (k == SIZE_MAX || (size_t)(end - p) - 4 < k || k == 0)
+      return base_status_make(RX_ERR_INVALID, "%s: function %zu's name %s (at byte %zu of %zu)",
+                              where, f, k == 0 ? "is empty" : "runs past the end",
+                              (size_t)(p - (const unsigned char *)bytes), len);
+    t.name[f] = (const char *)p + 4;
+    t.name_len[f] = k;
     p += 4 + k;
   }
   size_t nstates = 1;
   for (size_t f = 0; f < n; f++) nstates *= RT_ABP_BUCKETS;
   if ((size_t)(end - p) != nstates)
     return base_status_make(RX_ERR_INVALID,
-                            "batcher: policy_load: %zu bytes of actions, expected %zu (one per "
-                            "state)",
-                            (size_t)(end - p), nstates);
+                            "%s: %zu bytes of actions, expected %zu (one per state of %zu "
+                            "functions)",
+                            where, (size_t)(end - p), nstates, n);
   for (size_t st = 0; st < nstates; st++) {
     size_t a = p[st], v = st;
     for (size_t f = 0; f < a && a < n; f++) v /= RT_ABP_BUCKETS;
     if (a != RT_ABP_NONE && (a >= n || v % RT_ABP_BUCKETS == 0))
       return base_status_make(RX_ERR_INVALID,
-                              "batcher: policy_load: state %zu's action %zu names a function "
-                              "with no ready call in that state",
-                              st, a);
+                              "%s: state %zu's action %zu names a function with no ready call "
+                              "in that state",
+                              where, st, a);
+    t.learned += a != RT_ABP_NONE;
   }
-  uint8_t *action = rt_alloc(al, nstates);
-  if (!action) return rt_oom("an FSM table", nstates);
-  memcpy(action, p, nstates);
+  t.nfns = n;
+  t.nstates = nstates;
+  t.action = p;
+  if (out) *out = t;
+  return NULL;
+}
+
+rx_status rt_abp_load(const rx_rt_allocator *al, const void *bytes, size_t len,
+                      const char *const *names, size_t nfns, rt_abp_fsm *fsm) {
+  rt_abp_table t;
+  RX_RETURN_IF_ERROR(rt_abp_parse(bytes, len, "batcher: policy_load", &t));
+  if (t.nfns != nfns)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: policy_load: the table covers %zu functions, the batcher has "
+                            "%zu registered",
+                            t.nfns, nfns);
+  for (size_t f = 0; f < t.nfns; f++) {
+    size_t k = t.name_len[f];
+    if (k != strlen(names[f]) || memcmp(t.name[f], names[f], k) != 0)
+      return base_status_make(RX_ERR_INVALID,
+                              "batcher: policy_load: function %zu is '%.*s' in the table, '%s' in "
+                              "the batcher (register them in the same order)",
+                              f, (int)(k > 64 ? 64 : k), t.name[f], names[f]);
+  }
+  uint8_t *action = rt_alloc(al, t.nstates);
+  if (!action) return rt_oom("an FSM table", t.nstates);
+  memcpy(action, t.action, t.nstates);
   rt_abp_fsm_free(al, fsm);
-  fsm->nfns = n;
-  fsm->nstates = nstates;
+  fsm->nfns = t.nfns;
+  fsm->nstates = t.nstates;
   fsm->action = action;
   return NULL;
 }

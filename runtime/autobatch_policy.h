@@ -74,4 +74,21 @@ rx_status rt_abp_save(const rt_abp_fsm *fsm, const char *const *names, void *buf
 rx_status rt_abp_load(const rx_rt_allocator *al, const void *bytes, size_t len,
                       const char *const *names, size_t nfns, rt_abp_fsm *fsm);
 
+/* The table's bytes checked without a batcher: bounds, magic, version, the function count, the
+ * names' lengths, one action per state, every action a function with ready calls in its state.
+ * where prefixes the messages ("batcher: policy_load", "t.rxm: section 'batch_policy.fsm'");
+ * out (when not NULL) gets the names (pointers into bytes, not NUL-terminated) and the count of
+ * states whose action was learned. rt_abp_load is this and the names' check. */
+typedef struct rt_abp_table {
+  size_t nfns, nstates, learned;
+  const char *name[RT_ABP_MAX_FNS];
+  size_t name_len[RT_ABP_MAX_FNS];
+  const uint8_t *action;
+} rt_abp_table;
+rx_status rt_abp_parse(const void *bytes, size_t len, const char *where, rt_abp_table *out);
+
+/* The artifact section that carries a module's table (relaxc compile --batch-policy TABLE): a
+ * batcher under the FSM policy with no table of its own uses it (runtime/autobatch.c). */
+#define RT_ABP_SECTION "batch_policy.fsm"
+
 #endif

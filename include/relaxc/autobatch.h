@@ -92,11 +92,14 @@ RX_API rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n);
 RX_API rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, size_t *out_g);
 /* The FSM policy's table: learned by tabular Q-learning from `episodes` simulated runs of the
  * calls submitted and not run yet (their dependencies and functions only: no device work;
- * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table trains one first
+ * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table takes the one the
+ * artifact carries (relaxc compile --batch-policy TABLE, rx_module_set_batch_policy: an error
+ * when the batcher's functions are not the table's, in its order), else trains one first
  * (300 episodes, seed 1). At most 6 registered functions. save writes the table as bytes into
  * buf (cap bytes; buf NULL asks the size) and *out_len their count; load reads them back into a
  * batcher whose functions were registered under the same names in the same order, checking
- * every entry. The bytes are the caller's to keep (a side file next to the artifact). */
+ * every entry. The bytes are the caller's to keep: a side file, or TABLE of relaxc compile
+ * --batch-policy, which puts them in the artifact. */
 RX_API rx_status rx_rt_batcher_train(rx_rt_batcher *b, size_t episodes, uint64_t seed);
 RX_API rx_status rx_rt_batcher_policy_save(const rx_rt_batcher *b, void *buf, size_t cap,
                                            size_t *out_len);
