@@ -2,6 +2,7 @@
  *                [--no-fuse] [--no-nvrtc] [--dispatch cublas [--dispatch-min-rows N]]
  *                [--weights DIR] [--weights-file PATH] [-j N]
  *                [--cache-dir DIR | --no-cache] [--cache-limit MB] [--quiet]
+ *                [--batch FN:SHARED[@MAX][,gather]] [--batch-policy TABLE]
  * Runs the whole pipeline (driver/driver.h) and writes the artifact (docs/artifact.md).
  * FILE is .rx text, an ONNX model (a name ending in .onnx, or content starting with a binary
  * byte: see cli_is_onnx) or a Hugging Face model folder (a directory with config.json:
@@ -22,8 +23,10 @@
  * shards of the weights (passes/shard.c) and its own memory plan, into ONE multi-rank artifact
  * (docs/artifact.md, "Multi-rank artifacts"). A Hugging Face model folder is split by the
  * Megatron preset instead (frontends/hf/tp.c: each rank's local program imported directly).
- * Without -o nothing is written. Exit: 0 success, 1 errors (unreadable file, unknown
- * target, compile errors, unwritable output), 2 usage errors. */
+ * --batch-policy TABLE (issue 36): the batcher's learned FSM table (rx_rt_batcher_policy_save's
+ * bytes, or bench/autobatch_bench --save-policy) carried in the artifact, checked against the
+ * module (rx_module_set_batch_policy). Without -o nothing is written. Exit: 0 success, 1 errors
+ * (unreadable file, unknown target, compile errors, unwritable output), 2 usage errors. */
 #include "commands.h"
 
 #include "driver/driver.h"
@@ -225,7 +228,8 @@ static bool run_ranks(int world, const char *file, char *text, size_t len, char 
                       const rx_hf_options *hfo, rx_compile_options *o, const char *outpath,
                       bool ignored) {
   if (ignored)
-    fputs("relaxc: warning: --tensor-parallel ignores --weights-file, --weights and --batch\n",
+    fputs("relaxc: warning: --tensor-parallel ignores --weights-file, --weights, --batch and "
+          "--batch-policy\n",
           stderr);
   rx_diag diag;
   base_diag_init(&diag);
@@ -292,6 +296,28 @@ static bool batch_flag(rx_module *m, const char *spec, bool *out_reported) {
   return false;
 }
 
+/* --batch-policy TABLE: the table's bytes checked and put in m; false after printing why not */
+static bool batch_policy_flag(rx_module *m, const char *path, bool *out_reported) {
+  char *bytes = NULL;
+  size_t len = 0;
+  rx_status st = base_read_file(path, &bytes, &len);
+  if (!st) st = rx_module_set_batch_policy(m, bytes, len, path);
+  free(bytes);
+  if (!st) return true;
+  fprintf(stderr, "relaxc: error: --batch-policy: %s\n", rx_status_message(st));
+  rx_status_free(st);
+  *out_reported = true;
+  return false;
+}
+
+/* The --batch flags, then --batch-policy (whose table may name a batched form) */
+static bool batch_flags(rx_module *m, const char *const *batches, size_t n, const char *policy,
+                        bool *out_reported) {
+  bool ok = true;
+  for (size_t i = 0; ok && i < n; i++) ok = batch_flag(m, batches[i], out_reported);
+  return ok && (!policy || batch_policy_flag(m, policy, out_reported));
+}
+
 /* --dispatch LIB, --dispatch-min-rows N: 0 when taken, 2 after a usage error */
 static int dispatch_flag(const rx_cli_args *it, const char **library, long long *min_rows) {
   if (it->flag[10] == '\0') { /* --dispatch */
@@ -313,7 +339,7 @@ static bool not_bare_dir(const char *path) {
 
 int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
-  const char *dispatch = NULL;                     /* --dispatch */
+  const char *dispatch = NULL, *policy = NULL;     /* --dispatch, --batch-policy TABLE */
   long long min_rows = 0;                          /* --dispatch-min-rows; 0: the default */
   rx_compile_options o = {.stream_weights = true}; /* weights streamed, never held whole */
   rx_hf_options hfo = {0};
@@ -344,6 +370,8 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       if (nbatch == RX_ARRAY_LEN(batches))
         return cli_usage_error(cmd, "%s", "--batch given more than 8 times");
       batches[nbatch++] = it.value;
+    } else if (!strcmp(f, "--batch-policy")) {
+      policy = it.value;
     } else if (!strcmp(f, "--tensor-parallel")) {
       if (!(tp = tp_flag(it.value))) return cli_usage_error(cmd, "--tensor-parallel: 1..4096");
     } else if (!strcmp(f, "--time-passes")) {
@@ -418,7 +446,7 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
                      hf     ? 'h'
                      : onnx ? 'o'
                             : 't',
-                     &hfo, &o, outpath, wfile || wdir || nbatch)
+                     &hfo, &o, outpath, wfile || wdir || nbatch || policy)
                ? 0
                : 1;
   rx_module *m = rx_module_new();
@@ -429,9 +457,8 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   bool reported = false; /* an error is printed already */
-  bool ok;
-  ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
-  for (size_t i = 0; ok && i < nbatch; i++) ok = batch_flag(m, batches[i], &reported);
+  bool ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
+  ok = ok && batch_flags(m, batches, nbatch, policy, &reported);
   ok = ok && drv_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);
   fflush(stdout);

@@ -7,16 +7,18 @@
  * (of a prefill forward and a decode step, split into the repeated layer and what lies outside it,
  * with one layer's kernels in launch order and their schedule rules), the kernels per target
  * (programs and their kernel variants, each with the schedule rule that made it and its condition),
- * and the sections with their sizes; --code adds the host program's disassembly. --extract DIR
- * writes every section as DIR/<section name> (manifest.json, host.rxvm, <target>/kernels.json, the
- * kernel sources and binaries, weights.safetensors) and the disassembly as DIR/host.txt. The
- * artifact is validated as for running (version, CRCs, every instruction, the weights). A GGUF file
- * (by its magic) is listed by tools/inspect_gguf.c instead. Exit: 0 success, 1 an unreadable or
- * corrupt artifact, 2 usage. */
+ * the batcher's FSM table when it carries one (relaxc compile --batch-policy: its functions and
+ * entries), and the sections with their sizes; --code adds the host program's disassembly.
+ * --extract DIR writes every section as DIR/<section name> (manifest.json, host.rxvm,
+ * <target>/kernels.json, the kernel sources and binaries, weights.safetensors) and the disassembly
+ * as DIR/host.txt. The artifact is validated as for running (version, CRCs, every instruction, the
+ * weights). A GGUF file (by its magic) is listed by tools/inspect_gguf.c instead. Exit: 0 success,
+ * 1 an unreadable or corrupt artifact, 2 usage. */
 #include "commands.h"
 
 #include "base/base.h"
 #include "relaxc/runtime.h"
+#include "runtime/autobatch_policy.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -632,6 +634,30 @@ static bool extract(const rx_rt_artifact *a, const char *dir) {
 }
 
 /* Prints what artifact rank `rank` of model (0 of a plain one) holds; extracts it to xdir. */
+/* The batcher's FSM table (relaxc compile --batch-policy), checked by the loader already: its
+ * functions in their order and its entries, learned or left to the agenda rule. */
+static void print_batch_policy(const rx_rt_artifact *a) {
+  for (size_t i = 0; i < rx_rt_artifact_section_count(a); i++) {
+    const char *name;
+    const void *data;
+    size_t size;
+    rt_abp_table t;
+    rx_rt_artifact_section(a, i, &name, &data, &size);
+    if (strcmp(name, RT_ABP_SECTION)) continue;
+    rx_status s = rt_abp_parse(data, size, RT_ABP_SECTION, &t);
+    if (s) { /* the loader refuses such an artifact: not reached */
+      printf("batch policy: %s\n", rx_status_message(s));
+      rx_status_free(s);
+      return;
+    }
+    printf("batch policy: an FSM table over %zu function%s (", t.nfns, t.nfns == 1 ? "" : "s");
+    for (size_t f = 0; f < t.nfns; f++)
+      printf("%s%.*s", f ? ", " : "", (int)t.name_len[f], t.name[f]);
+    printf("), %zu entries: %zu learned, %zu left to the agenda rule\n", t.nstates, t.learned,
+           t.nstates - t.learned);
+  }
+}
+
 static bool inspect_one(const char *model, int rank, bool code, const char *xdir) {
   rx_rt_artifact *a = NULL;
   rx_status s = rx_rt_artifact_load_rank(NULL, model, rank, &a);
@@ -661,6 +687,7 @@ static bool inspect_one(const char *model, int rank, bool code, const char *xdir
     printf("planned memory (largest function): %.0f bytes\n", peak);
   print_weights(a);
   print_llm(a, m);
+  print_batch_policy(a);
   print_kernels(a);
   printf("sections:\n");
   for (size_t i = 0; i < n; i++) {

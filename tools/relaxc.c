@@ -105,6 +105,10 @@ static const rx_cli_flag compile_flags[] = {
      "add FN_batched, FN over a leading batch dim (at most MAX); SHARED params stay unbatched; "
      "gather: also FN_batched_gather, its index-array form (repeatable)",
      NULL},
+    {"--batch-policy", NULL, "TABLE",
+     "carry the batcher's learned FSM table TABLE (rx_rt_batcher_policy_save's bytes) in the "
+     "artifact: a batcher under the FSM policy uses it without training",
+     NULL},
     {"--no-fuse", NULL, NULL, "skip operator fusion (one kernel per operator)", NULL},
     {"--no-nvrtc", NULL, NULL,
      "do not compile CUDA kernels with NVRTC (sources only); default: "

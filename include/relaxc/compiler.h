@@ -259,6 +259,13 @@ RX_API rx_status rx_batch_function(rx_module *m, const char *fn, const char *con
  * rows of an earlier output as that output and an index array instead of copying them. */
 RX_API rx_status rx_batch_function_gather(rx_module *m, const char *fn, const char *const *shared,
                                           size_t nshared, int64_t max_batch, const char *out_name);
+/* The batcher's learned FSM table (the bytes of rx_rt_batcher_policy_save, relaxc/autobatch.h)
+ * carried in m's artifact (section "batch_policy.fsm"; relaxc compile --batch-policy TABLE): a
+ * batcher of that artifact under the FSM policy uses it without a training run. The bytes are
+ * checked as the runtime reads them (magic, version, sizes, every action) and every function the
+ * table names must be a graph function of m; where names the source in messages (a file name). */
+RX_API rx_status rx_module_set_batch_policy(rx_module *m, const void *bytes, size_t len,
+                                            const char *where);
 
 /* ---- tensor programs ----
  * Parameters first (inputs, then `out` buffers, scalars anywhere), then statements. Loops and
