@@ -35,12 +35,16 @@
  * batching; --min-batch 2 batches every round of two calls or more). --no-gather runs the batcher
  * with its gather path off (operands stacked by copies even where the artifact has the index-array
  * form, relaxc compile --batch FN:SHARED@N,gather), --no-plan with its memory planning off
- * (rx_rt_batcher_set_planning); the "memory" column names the two.
+ * (rx_rt_batcher_set_planning); the "memory" column names the two. --save-policy DIR writes each
+ * model's FSM table (trained at its first FSM run, or the artifact's own) as DIR/<model>.fsm, the
+ * TABLE of relaxc compile --batch-policy TABLE: an artifact compiled with it runs the FSM policy
+ * without training (docs/autobatch.md, "The FSM table in the artifact").
  *
  * usage: autobatch_bench ARTIFACT.rxm... [--device D] [--models tree,lstm,...] [--trees N]
  *                        [--leaves L] [--lengths 1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10]
  *                        [--words 1,7,33] [--samples N] [--layers L] [--reps R] [--min-batch N]
  *                        [--no-gather] [--no-plan] [--chars 1,7,33,100,20,12]
+ *                        [--save-policy DIR]
  *   Each model runs on the first artifact that has its cell function, e.g. every cell in one:
  *   cat tests/autobatch/{tree,lstm,gru,mvrnn,grid,nested,encoder}_cell.rx > /tmp/ab_cells.rx &&
  *   build/relaxc compile /tmp/ab_cells.rx
@@ -207,7 +211,8 @@ static int usage(const char *why) {
           "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder,tree2,lattice] [--trees N] [--leaves L] "
           "[--lengths "
           "1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] "
-          "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan] [--chars N,...]\n",
+          "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan] [--chars N,...] "
+          "[--save-policy DIR]\n",
           why);
   return 2;
 }
@@ -229,6 +234,23 @@ static double now_ms(clockid_t clock) {
  * (ED-Batch trains once per model). */
 static unsigned char fsm_bytes[8192];
 static size_t fsm_len;
+static const char *save_dir; /* --save-policy DIR: each model's table as DIR/<model>.fsm */
+
+/* The model's table (fsm_bytes) as save_dir/<name>.fsm, for relaxc compile --batch-policy;
+ * false after saying why not. */
+static bool save_policy(const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.fsm", save_dir, name);
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(fsm_bytes, 1, fsm_len, f) == fsm_len;
+  ok = f && fclose(f) == 0 && ok;
+  if (!ok) {
+    fprintf(stderr, "autobatch_bench: --save-policy: cannot write '%s'\n", path);
+    return false;
+  }
+  fprintf(stderr, "autobatch_bench: %s: the FSM table (%zu bytes) -> %s\n", name, fsm_len, path);
+  return true;
+}
 
 /* One run of g on a, batched under policy p (through m's submit) or (p < 0) one call at a time,
  * its checked outputs into out (as bm_outputs_new), synchronized; its wall and CPU times in
@@ -307,7 +329,7 @@ static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, con
       for (int k = 0; k < 2 && r > 0 && r <= reps; k++)
         if (ms[k] < best[way][k]) best[way][k] = ms[k];
     }
-  int rc = 0;
+  int rc = !st && save_dir && fsm_len && !save_policy(m->name);
   for (int way = 0; way < NWAYS && !st; way++) {
     double e_xy = 0, e_bref = 0, e_sref = 0, e_yx = 0;
     size_t n = 0;
@@ -409,6 +431,8 @@ static int parse_args(int argc, char **argv, bench_opts *o, const char **paths, 
       long mb = strtol(argv[++i], NULL, 10);
       if (mb < 0 || mb == 1) return usage("--min-batch: 0 (measured) or 2 or more");
       bm_min_batch = (size_t)mb;
+    } else if (!strcmp(arg, "--save-policy") && v) {
+      save_dir = argv[++i];
     } else if (!strcmp(arg, "--no-gather")) {
       bm_no_gather = true;
     } else if (!strcmp(arg, "--no-plan")) {
