@@ -19,7 +19,14 @@
  *      the FSM must find: fewer than ROUNDS and no more than DEPTH or AGENDA.
  *      With rx_rt_batcher_set_min_batch(5) the LSTM batches only its first step (137 launches).
  *   3. The FSM table as bytes: saved, loaded into a fresh batcher, the same launches; refused
- *      when the magic, a function name, the length or an action is wrong.
+ *      when the magic, a function name, the length or an action is wrong. In the artifact
+ *      (rx_module_set_batch_policy, relaxc compile --batch-policy): the cells compiled with the
+ *      trained table run under the FSM policy with no training and no load, the same launches
+ *      and outputs; compiled with the agenda rule's table (every entry "not learned") they make
+ *      AGENDA's launches, not the trained table's (so the batcher took the artifact's table); a
+ *      batcher that registers fewer functions than the table names is refused at its run, and
+ *      a table naming a function the module lacks, of another version or with a wrong function
+ *      count when compiled.
  *   4. Cost-aware batching (min batch 0, the default): the crossover rule on given measurements
  *      (rt_abp_crossover: warm-up samples left out, the line through the batched samples, never
  *      batching when a batched row costs an unbatched call), and the LSTM 1, 7, 16, 17, 100 run
@@ -64,8 +71,10 @@ static char *read_model(const char *tests, const char *name) {
 }
 
 /* Both cells, their batched forms (at most 1024 calls a batch) and the batched forms' index-array
- * forms (the batcher's gather path), compiled for Vulkan. */
-static unsigned char *compile_cells(const char *tests, const rxk_backend *vk, size_t *len) {
+ * forms (the batcher's gather path), compiled for Vulkan; with the FSM table table[0..table_len)
+ * in the artifact when table is not NULL (rx_module_set_batch_policy). */
+static unsigned char *compile_cells_with(const char *tests, const rxk_backend *vk, size_t *len,
+                                         const void *table, size_t table_len) {
   char *tree = read_model(tests, "tree_cell.rx"), *lstm = read_model(tests, "lstm_cell.rx");
   unsigned char *bytes = NULL;
   rx_strbuf all = {0};
@@ -87,6 +96,9 @@ static unsigned char *compile_cells(const char *tests, const rxk_backend *vk, si
          ok_status(rx_batch_function_gather(m, "lstm_cell", lstm_shared, 3, 1024,
                                             "lstm_cell_batched_gather"),
                    "gather lstm_cell");
+  if (ok && table)
+    ok = ok_status(rx_module_set_batch_policy(m, table, table_len, "the trained table"),
+                   "set_batch_policy");
   rx_compile_options o = {.ntargets = 1};
   o.targets[0] = &vk->target;
   rx_compile_result r;
@@ -107,6 +119,10 @@ static unsigned char *compile_cells(const char *tests, const rxk_backend *vk, si
   free(tree);
   free(lstm);
   return bytes;
+}
+
+static unsigned char *compile_cells(const char *tests, const rxk_backend *vk, size_t *len) {
+  return compile_cells_with(tests, vk, len, NULL, 0);
 }
 
 /* The largest |a - b| over n tensors of AB_H floats (NULLs skipped), INFINITY on NaN. */
@@ -470,7 +486,7 @@ static void load_errors(rx_rt_artifact *a, const mixed *m, const unsigned char *
       bad[len - 16] = 1, want = "state 0's action 1 names a function with no ready call";
       break;
     case 4:
-      n = 12, want = "the table covers 7 functions, the batcher has 2 registered";
+      n = 12, want = "the table covers 7 functions (1 to 6)";
       memcpy(bad + 8, "\x07\0\0\0", 4);
       break;
     }
@@ -480,7 +496,87 @@ static void load_errors(rx_rt_artifact *a, const mixed *m, const unsigned char *
   free(bad);
 }
 
-static void run_mixed(rx_rt_device *d, rx_rt_artifact *a) {
+/* The table in the artifact (relaxc compile --batch-policy): the cells compiled with table
+ * and loaded; a batcher under the FSM policy, not trained and not given a table, runs the mixed
+ * model: its launches into *out_launches and its outputs into out. */
+static void artifact_table_run(const char *tests, const rxk_backend *vk, const mixed *m,
+                               const void *table, size_t table_len, rx_rt_tensor **out,
+                               size_t *out_launches) {
+  rx_rt_device *d = vk->dev;
+  size_t len = 0;
+  unsigned char *bytes = compile_cells_with(tests, vk, &len, table, table_len);
+  rx_rt_artifact *a = NULL;
+  rx_rt_batcher_stats s = {0};
+  *out_launches = 0;
+  if (bytes && ok_status(rx_rt_artifact_load_memory(d, bytes, len, "cells_fsm.rxm", &a), "load") &&
+      ok_status(mixed_run(a, m, RX_RT_BATCH_FSM, NULL, 0, 0, NULL, NULL, out, &s),
+                "the artifact's table's run"))
+    *out_launches = s.launches;
+  rx_rt_batcher *b = NULL; /* the table's functions not all registered: refused at the run */
+  const bool sh[6] = {false, false, false, true, true, true};
+  if (a && ok_status(rx_rt_batcher_create(a, &b), "batcher") &&
+      ok_status(rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", sh, 6), "add") &&
+      ok_status(rx_rt_batcher_set_policy(b, RX_RT_BATCH_FSM), "fsm"))
+    want_error(rx_rt_batcher_run(b), "run",
+               "the FSM table of the artifact's section 'batch_policy.fsm' (relaxc compile "
+               "--batch-policy): batcher: policy_load: the table covers 2 functions, the batcher "
+               "has 1 registered");
+  rx_rt_batcher_release(b);
+  rx_rt_artifact_release(a);
+  free(bytes);
+}
+
+/* The trained table (bytes, its run's outputs trained_out and launches trained) compiled into
+ * the artifact: a batcher under the FSM policy runs it with no training (the same launches and
+ * outputs); the table of the agenda rule alone (every state "not learned") compiled in instead
+ * gives AGENDA's launches (agenda), not the trained table's: the batcher took the artifact's
+ * table, it did not train one. A table naming a function the module lacks is refused when
+ * compiled, and one whose functions the batcher registered in another order when run. */
+static void artifact_tables(const char *tests, const rxk_backend *vk, const mixed *m,
+                            const unsigned char *bytes, size_t len, rx_rt_tensor **trained_out,
+                            size_t trained, size_t agenda) {
+  int n = m->q.n;
+  rx_rt_tensor *out[MIX_ZERO + MIX_TREES] = {0};
+  size_t launches = 0;
+  artifact_table_run(tests, vk, m, bytes, len, out, &launches);
+  double e = diff_tensors(out, trained_out, n);
+  printf("the trained table in the artifact: %zu launches (trained: %zu), outputs differ by %g\n",
+         launches, trained, e);
+  CHECK_MSG(launches == trained && e == 0, "the artifact's table: %zu launches (trained %zu), %g",
+            launches, trained, e);
+  release_n(out, n);
+  unsigned char *none = malloc(len);
+  memcpy(none, bytes, len);
+  memset(none + len - 16, RT_ABP_NONE, 16); /* 2 functions: 16 states, the last 16 bytes */
+  artifact_table_run(tests, vk, m, none, len, out, &launches);
+  printf("the agenda rule's table in the artifact: %zu launches (agenda: %zu)\n", launches, agenda);
+  CHECK_MSG(launches == agenda && agenda != trained,
+            "the artifact's all-agenda table: %zu launches, agenda %zu, trained %zu", launches,
+            agenda, trained);
+  release_n(out, n);
+  /* refused at compile time: a function the module does not have */
+  rx_module *mod = rx_module_new();
+  rx_diag diag;
+  base_diag_init(&diag);
+  const char *one = "graph_fn lstm_cell(x: f32[4]) -> f32[4] {\n  return x\n}\n";
+  CHECK_MSG(ir_parse_module(mod, "one", one, strlen(one), &diag), "parse: %s", rx_diag_text(&diag));
+  want_error(rx_module_set_batch_policy(mod, bytes, len, "t.fsm"), "set_batch_policy",
+             "t.fsm: the FSM table's function 1, 'tree_cell', is not a graph function of the "
+             "module");
+  none[9] = 'Z'; /* the function count's second byte: 2 + 256 * 'Z' functions */
+  want_error(rx_module_set_batch_policy(mod, none, len, "t.fsm"), "set_batch_policy",
+             "t.fsm: the table covers");
+  memcpy(none, bytes, len);
+  none[7] = '2';
+  want_error(rx_module_set_batch_policy(mod, none, len, "t.fsm"), "set_batch_policy",
+             "an FSM table of version '2'");
+  base_diag_free(&diag);
+  rx_module_free(mod);
+  free(none);
+}
+
+static void run_mixed(const char *tests, const rxk_backend *vk, rx_rt_artifact *a) {
+  rx_rt_device *d = vk->dev;
   mixed m;
   rx_status st = mixed_make(d, &m);
   int n = m.q.n, h1 = m.f->max_height + 1;
@@ -518,6 +614,7 @@ static void run_mixed(rx_rt_device *d, rx_rt_artifact *a) {
                 "loaded: %zu launches, trained %zu", s2.launches, s[4].launches);
     printf("the FSM table: %zu bytes, loaded back: %zu launches\n", len, s2.launches);
     load_errors(a, &m, bytes, len);
+    artifact_tables(tests, vk, &m, bytes, len, out[4], s[4].launches, s[3].launches);
   }
   for (int k = 0; k < NPOL; k++) release_n(out[k], n);
   release_n(again, n);
@@ -598,7 +695,7 @@ int main(int argc, char **argv) {
     const int mixed_lens[] = {1, 7, 16, 17, 100}, straggler[] = {100, 3};
     run_lstm(vk.dev, a, "LSTM 1,7,16,17,100", mixed_lens, 5);
     run_lstm(vk.dev, a, "LSTM straggler 100,3", straggler, 2);
-    run_mixed(vk.dev, a);
+    run_mixed(tests, &vk, a);
   }
   rx_rt_artifact_release(a);
   free(bytes);
