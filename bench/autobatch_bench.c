@@ -14,6 +14,8 @@
  *             model 32), each stopping after its own number of layers (drawn at random)
  *   tree2     TreeLSTM of a leaf cell and an inner-node cell (hidden 32) over --trees random
  *             parse trees of 1..--leaves leaves
+ *   tree3     TreeLSTM of leaf, unary and binary cells (hidden 32) over --trees random
+ *             constituency trees of 1..--leaves leaves with unary chains (treelstm3_ref.h)
  *   lattice   lattice LSTM (Zhang & Yang; character and word cells, hidden 32) over random
  *             lattices of sentences of --chars characters
  * Each run starts from inputs already on the device and ends synchronized with every checked
@@ -70,6 +72,7 @@
 #include "mvrnn_ref.h"
 #include "nested_ref.h"
 #include "treelstm2_ref.h"
+#include "treelstm3_ref.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -183,6 +186,15 @@ static bool setup_tree2(bm_graph *g, const bench_opts *o, char *title, size_t n)
   return true;
 }
 
+static bool setup_tree3(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  int height = 0;
+  if (!treelstm3_setup(g, o->trees, o->leaves, 3610, &height)) return false;
+  snprintf(title, n,
+           "TreeLSTM, leaf, unary and binary cells, %d trees of 1..%d leaves (longest chain %d)",
+           o->trees, o->leaves, height);
+  return true;
+}
+
 static bool setup_lattice(bm_graph *g, const bench_opts *o, char *title, size_t n) {
   char lens[128];
   int words = 0;
@@ -202,18 +214,20 @@ static const bench_model models[] = {
     {"nested", "char_cell", setup_nested, bm_submit, bm_compare},
     {"encoder", "encoder_cell", setup_encoder, bm_submit, bm_compare},
     {"tree2", "tree_leaf_cell", setup_tree2, bm_submit, bm_compare},
+    {"tree3", "tree_unary_cell", setup_tree3, bm_submit, bm_compare},
     {"lattice", "lattice_char_cell", setup_lattice, bm_submit, bm_compare},
 };
 
 static int usage(const char *why) {
-  fprintf(stderr,
-          "autobatch_bench: %s\nusage: autobatch_bench ARTIFACT.rxm... [--device D] [--models "
-          "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder,tree2,lattice] [--trees N] [--leaves L] "
-          "[--lengths "
-          "1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] "
-          "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan] [--chars N,...] "
-          "[--save-policy DIR]\n",
-          why);
+  fprintf(
+      stderr,
+      "autobatch_bench: %s\nusage: autobatch_bench ARTIFACT.rxm... [--device D] [--models "
+      "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder,tree2,tree3,lattice] [--trees N] [--leaves L] "
+      "[--lengths "
+      "1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] "
+      "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan] [--chars N,...] "
+      "[--save-policy DIR]\n",
+      why);
   return 2;
 }
 

@@ -15,14 +15,16 @@
  *     layers, each sample stopping after its own number of layers (drawn at random);
  *   - and test_autobatch's TreeLSTM (4 trees) and LSTM (lengths 1, 7, 33) as call graphs
  *     (tests/autobatch/acrobat_ref.h), as bench/autobatch_bench.c runs them;
- *   - two models of two cell functions where the order of the functions' batches matters
+ *   - models of several cell functions where the order of the functions' batches matters
  *     (ED-Batch's): a TreeLSTM with a leaf cell and an inner-node cell (16 trees of 1..30
- *     leaves), and a lattice LSTM (Zhang & Yang: character cells and word cells that start and
- *     end at character positions) over random lattices of sentences of 1, 7, 33, 100, 20 and 12
- *     characters. The learned FSM policy's launches are checked against every heuristic's on
- *     every model (no more), strictly fewer than the best heuristic's on the lattice; on the
- *     two-cell TreeLSTM every policy attains the lower bound (height + 1: every leaf is ready at
- *     the start), which is checked instead.
+ *     leaves), a TreeLSTM over constituency trees with leaf, unary and binary cells (8 trees of
+ *     1..20 leaves with unary chains: treelstm3_ref.h), and a lattice LSTM (Zhang & Yang:
+ *     character cells and word cells that start and end at character positions) over random
+ *     lattices of sentences of 1, 7, 33, 100, 20 and 12 characters. The learned FSM policy's
+ *     launches are checked against every heuristic's on every model (no more), strictly fewer
+ *     than the best heuristic's on the three-cell TreeLSTM and the lattice; on the two-cell
+ *     TreeLSTM every policy attains the lower bound (height + 1: every leaf is ready at the
+ *     start), which is checked instead.
  * Tolerances: batched vs one at a time 2e-6 relative to max(1, |reference|) (float32: the
  * batched kernels sum in another order; measured at most 9.8e-7), each vs the double reference
  * 1e-5 (measured at most 1e-6). The number of batched calls is checked where the model fixes it:
@@ -42,6 +44,7 @@
 #include "../autobatch/mvrnn_ref.h"
 #include "../autobatch/nested_ref.h"
 #include "../autobatch/treelstm2_ref.h"
+#include "../autobatch/treelstm3_ref.h"
 #include "base/base.h"
 #include "check.h"
 #include "driver/driver.h"
@@ -61,9 +64,9 @@ static const rx_rt_batch_policy policies[NPOL] = {RX_RT_BATCH_ROUNDS, RX_RT_BATC
                                                   RX_RT_BATCH_AGENDA, RX_RT_BATCH_FSM};
 
 /* The cells' files and the functions batched in them, with their shared (weight) parameters. */
-static const char *cell_files[] = {"gru_cell.rx",    "mvrnn_cell.rx",   "grid_cell.rx",
-                                   "nested_cell.rx", "encoder_cell.rx", "tree_cell.rx",
-                                   "lstm_cell.rx",   "lattice_cell.rx", "treelstm2_cell.rx"};
+static const char *cell_files[] = {
+    "gru_cell.rx",  "mvrnn_cell.rx", "grid_cell.rx",    "nested_cell.rx",    "encoder_cell.rx",
+    "tree_cell.rx", "lstm_cell.rx",  "lattice_cell.rx", "treelstm2_cell.rx", "treelstm3_cell.rx"};
 static const struct {
   const char *fn, *out, *shared[16];
   size_t n;
@@ -79,6 +82,7 @@ static const struct {
     {"lattice_word_cell", "lattice_word_cell_batched", {"ww", "uw", "bw"}, 3},
     {"tree_leaf_cell", "tree_leaf_cell_batched", {"w", "b"}, 2},
     {"tree_node_cell", "tree_node_cell_batched", {"ul", "ur", "b"}, 3},
+    {"tree_unary_cell", "tree_unary_cell_batched", {"uu", "bu"}, 2},
     {"encoder_cell",
      "encoder_cell_batched",
      {"wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo", "g1", "be1", "w1", "b1", "w2", "b2", "g2",
@@ -225,8 +229,8 @@ static void run_model(const char *name, bm_graph *g, rx_rt_artifact *a, bool by_
   if (!check_failed) check_fsm(name, launches, false, &best);
 }
 
-/* The two-function models of ED-Batch's kind: a TreeLSTM of a leaf and an inner-node cell, and
- * a lattice LSTM of character and word cells. */
+/* The models of several functions, of ED-Batch's kind: a TreeLSTM of a leaf and an inner-node
+ * cell, one of leaf, unary and binary cells, and a lattice LSTM of character and word cells. */
 static void two_cell_models(rx_rt_device *d, rx_rt_artifact *a) {
   bm_graph g;
   size_t launches[NPOL] = {0}, best = 0;
@@ -241,6 +245,17 @@ static void two_cell_models(rx_rt_device *d, rx_rt_artifact *a) {
   for (int p = 0; p < NPOL; p++)
     CHECK_MSG(launches[p] == (size_t)levels, "two-cell TreeLSTM, %s: %zu launches, bound %d",
               rx_rt_batch_policy_name(policies[p]), launches[p], levels);
+  bm_free(&g);
+
+  /* three cells, leaf, unary and binary: the order of the batches matters (treelstm3_ref.h) */
+  bm_init(&g, d);
+  made = treelstm3_setup(&g, 8, 20, 3610, &height);
+  CHECK_MSG(made, "forest too large");
+  run_model_l("tree (TreeLSTM, leaf, unary and binary cells, 8 trees)", &g, a, false, height,
+              launches);
+  check_fsm("three-cell TreeLSTM", launches, true, &best);
+  printf("three-cell TreeLSTM: %d calls, the longest chain of calls %d (a lower bound)\n", g.ncalls,
+         height);
   bm_free(&g);
 
   bm_init(&g, d);
