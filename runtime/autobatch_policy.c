@@ -354,18 +354,19 @@ rx_status rt_abp_save(const rt_abp_fsm *fsm, const char *const *names, void *buf
 rx_status rt_abp_parse(const void *bytes, size_t len, const char *where, rt_abp_table *out) {
   rt_abp_table t;
   memset(&t, 0, sizeof t);
-  const unsigned char *p = bytes, *end = p + (bytes ? len : 0);
+  if (!bytes) len = 0;
+  const unsigned char *p = bytes, *end = bytes ? p + len : p; /* no arithmetic on NULL */
   if (!bytes || len < sizeof fsm_magic + 4 || memcmp(p, fsm_magic, FSM_MAGIC_STEM) != 0)
     return base_status_make(RX_ERR_INVALID,
                             "%s: not an FSM table (expected the magic 'RXABFSM1' and a function "
                             "count, %zu bytes given)",
-                            where, bytes ? len : 0);
-  if (p[FSM_MAGIC_STEM] != fsm_magic[FSM_MAGIC_STEM])
+                            where, len);
+  unsigned char ver = p[FSM_MAGIC_STEM];
+  if (ver != (unsigned char)fsm_magic[FSM_MAGIC_STEM])
     return base_status_make(RX_ERR_UNSUPPORTED,
                             "%s: an FSM table of version '%c' (byte 0x%02x); this runtime reads "
                             "version '1'",
-                            where, p[FSM_MAGIC_STEM] > ' ' && p[FSM_MAGIC_STEM] < 127 ? p[7] : '?',
-                            p[FSM_MAGIC_STEM]);
+                            where, ver > ' ' && ver < 127 ? ver : '?', ver);
   p += sizeof fsm_magic;
   size_t n = get_u32(p);
   p += 4;
