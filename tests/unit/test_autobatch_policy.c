@@ -22,11 +22,11 @@
  *      when the magic, a function name, the length or an action is wrong. In the artifact
  *      (rx_module_set_batch_policy, relaxc compile --batch-policy): the cells compiled with the
  *      trained table run under the FSM policy with no training and no load, the same launches
- *      and outputs; compiled with the agenda rule's table (every entry "not learned") they make
- *      AGENDA's launches, not the trained table's (so the batcher took the artifact's table); a
- *      batcher that registers fewer functions than the table names is refused at its run, and
- *      a table naming a function the module lacks, of another version or with a wrong function
- *      count when compiled.
+ *      and outputs; a batcher of no calls runs there and holds the section's bytes (without the
+ *      section it must train and is refused: no calls to learn from); a batcher that registers
+ *      fewer functions than the table names is refused at its run, and a table naming a
+ *      function the module lacks, of another version or with a wrong function count when
+ *      compiled.
  *   4. Cost-aware batching (min batch 0, the default): the crossover rule on given measurements
  *      (rt_abp_crossover: warm-up samples left out, the line through the batched samples, never
  *      batching when a batched row costs an unbatched call), and the LSTM 1, 7, 16, 17, 100 run
@@ -496,64 +496,65 @@ static void load_errors(rx_rt_artifact *a, const mixed *m, const unsigned char *
   free(bad);
 }
 
-/* The table in the artifact (relaxc compile --batch-policy): the cells compiled with table
- * and loaded; a batcher under the FSM policy, not trained and not given a table, runs the mixed
- * model: its launches into *out_launches and its outputs into out. */
-static void artifact_table_run(const char *tests, const rxk_backend *vk, const mixed *m,
-                               const void *table, size_t table_len, rx_rt_tensor **out,
-                               size_t *out_launches) {
-  rx_rt_device *d = vk->dev;
-  size_t len = 0;
-  unsigned char *bytes = compile_cells_with(tests, vk, &len, table, table_len);
-  rx_rt_artifact *a = NULL;
+/* A batcher of a's with both functions registered, under the FSM policy, no call submitted, run;
+ * nfns 1: lstm_cell only. Its table saved into table (1 << 16 bytes), *table_len its length. */
+static rx_status empty_run(rx_rt_artifact *a, int nfns, unsigned char *table, size_t *table_len) {
+  const bool ls[6] = {false, false, false, true, true, true};
+  const bool ts[9] = {false, false, false, false, false, true, true, true, true};
+  rx_rt_batcher *b = NULL;
+  rx_status st = rx_rt_batcher_create(a, &b);
+  if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", ls, 6);
+  if (!st && nfns > 1) st = rx_rt_batcher_add_function(b, "tree_cell", "tree_cell_batched", ts, 9);
+  if (!st) st = rx_rt_batcher_set_policy(b, RX_RT_BATCH_FSM);
+  if (!st) st = rx_rt_batcher_run(b);
+  if (!st) st = rx_rt_batcher_policy_save(b, table, 1 << 16, table_len);
+  rx_rt_batcher_release(b);
+  return st;
+}
+
+/* The table in the artifact (relaxc compile --batch-policy): the trained table (bytes, from the
+ * run with outputs trained_out and `trained` launches) compiled into the cells' artifact; a
+ * batcher under the FSM policy, neither trained nor given a table, runs the mixed model with the
+ * same launches and outputs, exactly. It did not train: a batcher with no calls submitted runs
+ * (training needs calls: without the section, on a, the same run is refused) and its table is
+ * the section's bytes. A batcher that registers fewer functions than the table names is refused
+ * at its run; a table naming a function the module lacks, of another version or with a wrong
+ * function count is refused when compiled. */
+static void artifact_tables(const char *tests, const rxk_backend *vk, rx_rt_artifact *a,
+                            const mixed *m, const unsigned char *bytes, size_t len,
+                            rx_rt_tensor **trained_out, size_t trained) {
+  int n = m->q.n;
+  rx_rt_tensor *out[MIX_ZERO + MIX_TREES] = {0};
   rx_rt_batcher_stats s = {0};
-  *out_launches = 0;
-  if (bytes && ok_status(rx_rt_artifact_load_memory(d, bytes, len, "cells_fsm.rxm", &a), "load") &&
-      ok_status(mixed_run(a, m, RX_RT_BATCH_FSM, NULL, 0, 0, NULL, NULL, out, &s),
-                "the artifact's table's run"))
-    *out_launches = s.launches;
-  rx_rt_batcher *b = NULL; /* the table's functions not all registered: refused at the run */
-  const bool sh[6] = {false, false, false, true, true, true};
-  if (a && ok_status(rx_rt_batcher_create(a, &b), "batcher") &&
-      ok_status(rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", sh, 6), "add") &&
-      ok_status(rx_rt_batcher_set_policy(b, RX_RT_BATCH_FSM), "fsm"))
-    want_error(rx_rt_batcher_run(b), "run",
+  unsigned char *none = malloc(1 << 16);
+  size_t alen = 0, tlen = 0;
+  unsigned char *art = compile_cells_with(tests, vk, &alen, bytes, len);
+  rx_rt_artifact *at = NULL;
+  if (art &&
+      ok_status(rx_rt_artifact_load_memory(vk->dev, art, alen, "cells_fsm.rxm", &at), "load") &&
+      ok_status(mixed_run(at, m, RX_RT_BATCH_FSM, NULL, 0, 0, NULL, NULL, out, &s),
+                "the artifact's table's run")) {
+    double e = diff_tensors(out, trained_out, n);
+    printf("the trained table in the artifact: %zu launches (trained: %zu), outputs differ by "
+           "%g\n",
+           s.launches, trained, e);
+    CHECK_MSG(s.launches == trained && e == 0,
+              "the artifact's table: %zu launches (trained %zu), outputs differ by %g", s.launches,
+              trained, e);
+    if (ok_status(empty_run(at, 2, none, &tlen), "a run of no calls on the artifact's table"))
+      CHECK_MSG(tlen == len && !memcmp(none, bytes, len), "the table taken: %zu bytes of %zu", tlen,
+                len);
+    want_error(empty_run(a, 2, none, &tlen), "run of no calls, no table",
+               "train: no pending calls to learn from");
+    want_error(empty_run(at, 1, none, &tlen), "run",
                "the FSM table of the artifact's section 'batch_policy.fsm' (relaxc compile "
                "--batch-policy): batcher: policy_load: the table covers 2 functions, the batcher "
                "has 1 registered");
-  rx_rt_batcher_release(b);
-  rx_rt_artifact_release(a);
-  free(bytes);
-}
-
-/* The trained table (bytes, its run's outputs trained_out and launches trained) compiled into
- * the artifact: a batcher under the FSM policy runs it with no training (the same launches and
- * outputs); the table of the agenda rule alone (every state "not learned") compiled in instead
- * gives AGENDA's launches (agenda), not the trained table's: the batcher took the artifact's
- * table, it did not train one. A table naming a function the module lacks is refused when
- * compiled, and one whose functions the batcher registered in another order when run. */
-static void artifact_tables(const char *tests, const rxk_backend *vk, const mixed *m,
-                            const unsigned char *bytes, size_t len, rx_rt_tensor **trained_out,
-                            size_t trained, size_t agenda) {
-  int n = m->q.n;
-  rx_rt_tensor *out[MIX_ZERO + MIX_TREES] = {0};
-  size_t launches = 0;
-  artifact_table_run(tests, vk, m, bytes, len, out, &launches);
-  double e = diff_tensors(out, trained_out, n);
-  printf("the trained table in the artifact: %zu launches (trained: %zu), outputs differ by %g\n",
-         launches, trained, e);
-  CHECK_MSG(launches == trained && e == 0, "the artifact's table: %zu launches (trained %zu), %g",
-            launches, trained, e);
+  }
   release_n(out, n);
-  unsigned char *none = malloc(len);
+  rx_rt_artifact_release(at);
+  free(art);
   memcpy(none, bytes, len);
-  memset(none + len - 16, RT_ABP_NONE, 16); /* 2 functions: 16 states, the last 16 bytes */
-  artifact_table_run(tests, vk, m, none, len, out, &launches);
-  printf("the agenda rule's table in the artifact: %zu launches (agenda: %zu)\n", launches, agenda);
-  CHECK_MSG(launches == agenda && agenda != trained,
-            "the artifact's all-agenda table: %zu launches, agenda %zu, trained %zu", launches,
-            agenda, trained);
-  release_n(out, n);
   /* refused at compile time: a function the module does not have */
   rx_module *mod = rx_module_new();
   rx_diag diag;
@@ -614,7 +615,7 @@ static void run_mixed(const char *tests, const rxk_backend *vk, rx_rt_artifact *
                 "loaded: %zu launches, trained %zu", s2.launches, s[4].launches);
     printf("the FSM table: %zu bytes, loaded back: %zu launches\n", len, s2.launches);
     load_errors(a, &m, bytes, len);
-    artifact_tables(tests, vk, &m, bytes, len, out[4], s[4].launches, s[3].launches);
+    artifact_tables(tests, vk, a, &m, bytes, len, out[4], s[4].launches);
   }
   for (int k = 0; k < NPOL; k++) release_n(out[k], n);
   release_n(again, n);
