@@ -14,6 +14,8 @@
  *   "<backend>/kernels.json" per backend compiled for ("vulkan", "cuda", "metal"): the kernel
  *                            description of docs/kernel-abi.md, all programs of the module
  *   "<backend>/<file>"       the binaries and sources that kernels.json names
+ *   "batch_policy.fsm"       optional: the batcher's FSM table (runtime/autobatch_policy.h,
+ *                            RT_ABP_SECTION; relaxc compile --batch-policy), checked at load
  *   "weights.safetensors"    optional: the weights, a safetensors image (RXM_WEIGHTS_SECTION,
  *                            the last section, starting RXM_WEIGHTS_ALIGN-aligned; or a side file
  *                            that manifest.json's "weights" names)
