@@ -26,7 +26,8 @@
  *     TreeLSTM every policy attains the lower bound (height + 1: every leaf is ready at the
  *     start), which is checked instead.
  * Tolerances: batched vs one at a time 2e-6 relative to max(1, |reference|) (float32: the
- * batched kernels sum in another order; measured at most 9.8e-7), each vs the double reference
+ * batched kernels sum in another order; measured at most 9.8e-7; 1e-6 on the three-cell
+ * TreeLSTM, measured 1.8e-7), each vs the double reference
  * 1e-5 (measured at most 1e-6). The number of batched calls is checked where the model fixes it:
  * one per depth of the call graph (the chain's longest sequence, the tallest tree, the grids'
  * anti-diagonals, the deepest sample), or one per depth of two calls or more.
@@ -54,7 +55,10 @@
 
 #include <stdio.h>
 
-#define BM_TOL_XY  2e-6
+#define BM_TOL_XY 2e-6
+/* The batched runs' tolerance against one call at a time: BM_TOL_XY, or issue 36's 1e-6 where a
+ * model asks for it (the three-cell TreeLSTM, added with that bound). */
+static double tol_xy = BM_TOL_XY;
 #define BM_TOL_REF 1e-5
 
 /* The batching policies each model runs under (ONE, one call at a time through the batcher, is
@@ -187,7 +191,7 @@ static void run_model_l(const char *name, bm_graph *g, rx_rt_artifact *a, bool b
              "time vs double %.3g)\n",
              name, pol, g->ncalls, stats.launches, stats.batched_calls, stats.max_batch,
              stats.copies, stats.views, stats.gathers, n, e_xy, e_bref, e_sref);
-      CHECK_MSG(e_xy <= BM_TOL_XY, "%s, %s: batched vs one at a time: %g", name, pol, e_xy);
+      CHECK_MSG(e_xy <= tol_xy, "%s, %s: batched vs one at a time: %g", name, pol, e_xy);
       CHECK_MSG(e_bref <= BM_TOL_REF && e_sref <= BM_TOL_REF, "%s, %s: vs double: %g, %g", name,
                 pol, e_bref, e_sref);
       CHECK_MSG(stats.calls == (size_t)g->ncalls, "%s, %s: %zu calls run of %d", name, pol,
@@ -251,8 +255,10 @@ static void two_cell_models(rx_rt_device *d, rx_rt_artifact *a) {
   bm_init(&g, d);
   made = treelstm3_setup(&g, 8, 20, 3610, &height);
   CHECK_MSG(made, "forest too large");
+  tol_xy = 1e-6;
   run_model_l("tree (TreeLSTM, leaf, unary and binary cells, 8 trees)", &g, a, false, height,
               launches);
+  tol_xy = BM_TOL_XY;
   check_fsm("three-cell TreeLSTM", launches, true, &best);
   printf("three-cell TreeLSTM: %d calls, the longest chain of calls %d (a lower bound)\n", g.ncalls,
          height);
