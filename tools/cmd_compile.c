@@ -159,7 +159,8 @@ static bool reported_ok(rx_status st, bool *reported) {
 /* --tensor-parallel N: rank r's artifact compiled from a fresh import with rank r's weights,
  * written next to outpath, then all put into outpath (each part removed). A Hugging Face model
  * is imported as rank r's local program by the Megatron preset (frontends/hf, tp_world); text
- * and ONNX give the global view, lowered per rank by the shard pass. */
+ * and ONNX give the global view, lowered per rank by the shard pass. With stages
+ * (--pipeline-parallel N, a Hugging Face model only) rank r is pipeline stage r (pp_world). */
 static bool compile_ranks(int world, bool stages, const char *file, const char *text, size_t len,
                           char kind, const rx_hf_options *hfo, rx_compile_options *o,
                           const char *outpath, rx_diag *diag, bool *reported) {
