@@ -27,7 +27,8 @@ static bool is_onnx(const char *path, const char *bytes, size_t len) {
 
 static bool hf_options_set(const rx_import_options *o) {
   return o->dtype != RX_DTYPE_UNKNOWN || o->max_seq_len || o->max_batch || o->no_weights ||
-         o->quantize || o->quantize_embeddings || o->tensor_parallel > 1;
+         o->quantize || o->quantize_embeddings || o->tensor_parallel > 1 ||
+         o->pipeline_parallel > 1;
 }
 
 #ifdef RX_HAVE_ONNX
@@ -84,15 +85,16 @@ rx_status rx_module_import(rx_module *m, const char *path, const rx_import_optio
                        .quantize = o->quantize,
                        .quantize_embeddings = o->quantize_embeddings,
                        .tp_world = o->tensor_parallel > 1 ? o->tensor_parallel : 0,
-                       .tp_rank = o->tensor_parallel > 1 ? o->tensor_rank : 0};
+                       .tp_rank = o->tensor_parallel > 1 ? o->tensor_rank : 0,
+                       .pp_world = o->pipeline_parallel > 1 ? o->pipeline_parallel : 0,
+                       .pp_rank = o->pipeline_parallel > 1 ? o->pipeline_rank : 0};
     return hf_import(m, path, &h);
   }
   if (hf_options_set(o))
-    return base_status_make(
-        RX_ERR_INVALID,
-        "%s: the dtype, max_seq_len, max_batch, no_weights, quantize and "
-        "tensor_parallel options are for a Hugging Face model folder or a GGUF file, and this "
-        "is neither",
-        path);
+    return base_status_make(RX_ERR_INVALID,
+                            "%s: the dtype, max_seq_len, max_batch, no_weights, quantize, "
+                            "tensor_parallel and pipeline_parallel options are for a Hugging Face "
+                            "model folder or a GGUF file, and this is neither",
+                            path);
   return import_file(m, path, diag);
 }

@@ -1,9 +1,10 @@
 /* dce: dead code elimination, iterated to a fixpoint. In every graph function, a binding whose
  * variable is used nowhere (later bindings, branches, the result) is removed when its value is
- * pure: anything but call_extern of an impure extern, an in-place call_tensor, a call of a
- * graph function that is not primitive, an if, or a match_cast (a run-time check). Then, when the
- * module has graph functions, tensor programs called by none of them and primitive graph functions
- * called nowhere are removed. */
+ * pure: anything but call_extern of an impure extern, an in-place call_tensor, a collective op
+ * (send, recv, allreduce ...: the other ranks wait for it), a call of a graph function that is
+ * not primitive, an if, or a match_cast (a run-time check). Then, when the module has graph
+ * functions, tensor programs called by none of them and primitive graph functions called nowhere
+ * are removed. */
 #include <stdlib.h>
 
 #include "../ops/ops.h"
@@ -51,8 +52,10 @@ static bool pure(const rx_binding *b) {
     return n->ext && !n->ext->impure;
   case RX_NODE_CALL_TENSOR:
     return !n->inplace; /* an in-place call changes its target */
-  case RX_NODE_CALL:    /* so does an op that writes an argument in place (kv_append) */
-    return !n->op || ops_op_inplace_arg(n->op) < 0;
+  case RX_NODE_CALL:    /* so does an op that writes an argument in place (kv_append); and a
+                          collective meets the other ranks' calls (a pipeline stage's send has no use
+                          here, and its peer waits for it) */
+    return !n->op || (ops_op_inplace_arg(n->op) < 0 && !ops_op_is_collective(n->op));
   case RX_NODE_CALL_GRAPH:
     return n->gfn && n->gfn->primitive;
   case RX_NODE_IF:

@@ -328,7 +328,9 @@ bool cli_import_hf(rx_module *m, const char *dir, const rx_hf_options *o) {
                           .quantize = o->quantize,
                           .quantize_embeddings = o->quantize_embeddings,
                           .tensor_parallel = o->tp_world,
-                          .tensor_rank = o->tp_rank};
+                          .tensor_rank = o->tp_rank,
+                          .pipeline_parallel = o->pp_world,
+                          .pipeline_rank = o->pp_rank};
   rx_status s = rx_module_import(m, dir, &io, NULL);
   if (!s) return true;
   fprintf(stderr, "relaxc: error: %s\n", rx_status_message(s));

@@ -25,8 +25,11 @@
  * Megatron preset instead (frontends/hf/tp.c: each rank's local program imported directly).
  * --batch-policy TABLE (issue 36): the batcher's learned FSM table (rx_rt_batcher_policy_save's
  * bytes, or bench/autobatch_bench --save-policy) carried in the artifact, checked against the
- * module (rx_module_set_batch_policy). Without -o nothing is written. Exit: 0 success, 1 errors
- * (unreadable file, unknown target, compile errors, unwritable output), 2 usage errors. */
+ * module (rx_module_set_batch_policy).
+ * --pipeline-parallel N: a Hugging Face model folder cut into N stages of contiguous layers, rank
+ * r stage r (frontends/hf/pp.c, docs/distributed.md "Pipeline parallelism"), into the same kind
+ * of multi-rank artifact. Without -o nothing is written. Exit: 0 success, 1 errors (unreadable
+ * file, unknown target, compile errors, unwritable output), 2 usage errors. */
 #include "commands.h"
 
 #include "driver/driver.h"
@@ -160,17 +163,23 @@ static bool reported_ok(rx_status st, bool *reported) {
 /* --tensor-parallel N: rank r's artifact compiled from a fresh import with rank r's weights,
  * written next to outpath, then all put into outpath (each part removed). A Hugging Face model
  * is imported as rank r's local program by the Megatron preset (frontends/hf, tp_world); text
- * and ONNX give the global view, lowered per rank by the shard pass. */
-static bool compile_ranks(int world, const char *file, const char *text, size_t len, char kind,
-                          const rx_hf_options *hfo, rx_compile_options *o, const char *outpath,
-                          rx_diag *diag, bool *reported) {
+ * and ONNX give the global view, lowered per rank by the shard pass. With stages
+ * (--pipeline-parallel N, a Hugging Face model only) rank r is pipeline stage r (pp_world). */
+static bool compile_ranks(int world, bool stages, const char *file, const char *text, size_t len,
+                          char kind, const rx_hf_options *hfo, rx_compile_options *o,
+                          const char *outpath, rx_diag *diag, bool *reported) {
   char **parts = calloc((size_t)world, sizeof *parts);
   bool ok = true;
   for (int r = 0; ok && r < world; r++) {
     rx_module *m = rx_module_new();
     rx_hf_options h = *hfo;
-    h.tp_world = world;
-    h.tp_rank = r;
+    if (stages) { /* --pipeline-parallel: rank r is stage r (frontends/hf, pp_world) */
+      h.pp_world = world;
+      h.pp_rank = r;
+    } else {
+      h.tp_world = world;
+      h.tp_rank = r;
+    }
     ok = load(m, file, text, len, kind, &h, diag, reported);
     const rx_mesh *me = ok && m->meshes.len ? &m->meshes.data[0] : NULL;
     if (ok && kind != 'h' && (!me || me->ndim != 1 || me->shape[0] != world)) {
@@ -205,8 +214,8 @@ static bool compile_ranks(int world, const char *file, const char *text, size_t 
   free(parts);
   o->artifact_path = outpath;
   if (ok)
-    printf("%s: %d ranks%s%s\n", cli_input_name(file), world, outpath ? " -> " : "",
-           outpath ? outpath : "");
+    printf("%s: %d ranks%s%s%s\n", cli_input_name(file), world, stages ? " (pipeline stages)" : "",
+           outpath ? " -> " : "", outpath ? outpath : "");
   return ok;
 }
 
@@ -223,18 +232,33 @@ static long tp_flag(const char *v) {
   return *end || n < 1 || n > 4096 ? 0 : n;
 }
 
+/* --pipeline-parallel P beside --tensor-parallel T, or for a file that the Hugging Face importer
+ * does not read: a usage error naming why. */
+static int pipeline_usage(const rx_cli_command *cmd, long pp, long tp, const char *file) {
+  if (tp > 1)
+    return cli_usage_error(cmd,
+                           "--pipeline-parallel %ld with --tensor-parallel %ld: stages of "
+                           "tensor-parallel groups (a 2-D mesh of ranks) are not built yet; give "
+                           "one of the two",
+                           pp, tp);
+  return cli_usage_error(cmd,
+                         "--pipeline-parallel is for a Hugging Face model folder or a GGUF file "
+                         "(the importer cuts its layers into stages); '%s' is neither",
+                         cli_input_name(file));
+}
+
 /* compile_ranks with its diagnostics printed and the kernel cache closed. */
-static bool run_ranks(int world, const char *file, char *text, size_t len, char kind,
+static bool run_ranks(int world, bool stages, const char *file, char *text, size_t len, char kind,
                       const rx_hf_options *hfo, rx_compile_options *o, const char *outpath,
                       bool ignored) {
   if (ignored)
-    fputs("relaxc: warning: --tensor-parallel ignores --weights-file, --weights, --batch and "
-          "--batch-policy\n",
-          stderr);
+    fprintf(stderr,
+            "relaxc: warning: %s ignores --weights-file, --weights, --batch and --batch-policy\n",
+            stages ? "--pipeline-parallel" : "--tensor-parallel");
   rx_diag diag;
   base_diag_init(&diag);
   bool reported = false;
-  bool ok = compile_ranks(world, file, text, len, kind, hfo, o, outpath, &diag, &reported);
+  bool ok = compile_ranks(world, stages, file, text, len, kind, hfo, o, outpath, &diag, &reported);
   fputs(rx_diag_text(&diag), stderr);
   if (!ok && diag.errors == 0 && !reported) fputs("relaxc: error: compilation failed\n", stderr);
   drv_kcache_close(o->cache);
@@ -346,7 +370,7 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   tc_flags tc = {.cache_limit = RX_KCACHE_DEFAULT_LIMIT};
   const char *batches[8]; /* --batch FN[:SHARED,...] */
   size_t nbatch = 0;
-  long tp = 0; /* --tensor-parallel N */
+  long tp = 0, pp = 0; /* --tensor-parallel N, --pipeline-parallel N */
   rx_cli_args it = cli_begin(cmd, argc, argv);
   while (cli_next(&it)) {
     const char *f = it.flag;
@@ -374,6 +398,8 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
       policy = it.value;
     } else if (!strcmp(f, "--tensor-parallel")) {
       if (!(tp = tp_flag(it.value))) return cli_usage_error(cmd, "--tensor-parallel: 1..4096");
+    } else if (!strcmp(f, "--pipeline-parallel")) {
+      if (!(pp = tp_flag(it.value))) return cli_usage_error(cmd, "--pipeline-parallel: 1..4096");
     } else if (!strcmp(f, "--time-passes")) {
       o.time_passes = true;
     } else if (!strcmp(f, "--no-fuse")) {
@@ -411,6 +437,7 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   if (wfile && !cli_can_write(wfile)) return 1;
   if (!not_bare_dir(file)) return 1;
   bool hf = hf_is_model_dir(file) || gguf_hf_is_gguf(file);
+  if (pp > 1 && (tp > 1 || !hf)) return pipeline_usage(cmd, pp, tp, file);
   size_t len = 0;
   char *text = hf ? base_strdup("") : cli_read_input(file, RX_FILE_MODEL, &len);
   if (!text) return 1;
@@ -441,12 +468,10 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   o.jobs = tc.jobs;
   o.progress = !tc.quiet && isatty(2);
   open_cache(&tc, &o);
-  if (tp) /* takes text */
-    return run_ranks((int)tp, file, text, len,
-                     hf     ? 'h'
-                     : onnx ? 'o'
-                            : 't',
-                     &hfo, &o, outpath, wfile || wdir || nbatch || policy)
+  char kind = hf ? 'h' : onnx ? 'o' : 't';
+  if (pp > 1 || tp) /* takes text */
+    return run_ranks(pp > 1 ? (int)pp : (int)tp, pp > 1, file, text, len, kind, &hfo, &o, outpath,
+                     wfile || wdir || nbatch || policy)
                ? 0
                : 1;
   rx_module *m = rx_module_new();
@@ -457,7 +482,7 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   rx_compile_result r;
   memset(&r, 0, sizeof r);
   bool reported = false; /* an error is printed already */
-  bool ok = load(m, file, text, len, hf ? 'h' : onnx ? 'o' : 't', &hfo, &diag, &reported);
+  bool ok = load(m, file, text, len, kind, &hfo, &diag, &reported);
   ok = ok && batch_flags(m, batches, nbatch, policy, &reported);
   ok = ok && drv_compile(m, &o, &diag, &r);
   if (dumps.data) fputs(dumps.data, stdout);

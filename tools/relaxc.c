@@ -132,6 +132,11 @@ static const rx_cli_flag compile_flags[] = {
      "shards of the weights, into one multi-rank artifact; a Hugging Face folder is split by the "
      "Megatron preset (heads, KV heads, intermediate and vocabulary divisible by N)",
      NULL},
+    {"--pipeline-parallel", NULL, "N",
+     "a Hugging Face folder cut into N pipeline stages of contiguous layers (the embedding on the "
+     "first, the final norm and lm_head on the last), rank r stage r, into one multi-rank "
+     "artifact; run with mpirun -n N relaxc generate",
+     NULL},
     {"--jobs", "-j", "N",
      "compile kernels on N threads; default: the online CPUs (the artifact is the same for any N)",
      NULL},

@@ -150,6 +150,13 @@ typedef struct rx_hf_options {
    * lm_head (the logits allgathered), its KV heads' cache, and its slices of those weights.
    * 0 or 1: the whole model. hf_tp_check names what does not divide. */
   int tp_world, tp_rank;
+  /* Pipeline parallelism (issue 35, docs/distributed.md "Pipeline parallelism"): with pp_world
+   * > 1 the import is stage pp_rank's program of pp_world stages: a contiguous range of layers
+   * (hf_pp_layers), the embedding on stage 0, the final norm and lm_head on the last, the hidden
+   * states received from the stage before and sent to the next, the logits sent to stage 0; its
+   * layers' weights and KV cache only. 0 or 1: the whole model. hf_pp_check names what does not
+   * split. */
+  int pp_world, pp_rank;
 } rx_hf_options;
 #define RX_HF_DEFAULT_BATCH 16 /* decode's bound on b: the memory plan sizes storages for it */
 /* Decode attention splits each sequence's cache into chunks of this many tokens, one block of
@@ -181,6 +188,14 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o);
  * unquantized decoder with separate q/k/v and gate/up projections, a Hugging Face folder (not
  * GGUF), no --quantize. An error names the config key, its value and world (frontends/hf/tp.c). */
 rx_status hf_tp_check(const rx_hf_config *c, const rx_hf_options *o, bool gguf, int world);
+
+/* Whether config c can be cut into o->pp_world pipeline stages: at least one layer per stage,
+ * o->pp_rank one of the stages, no --tensor-parallel beside it. An error names the flag, the
+ * config key and what was expected (frontends/hf/pp.c). */
+rx_status hf_pp_check(const rx_hf_config *c, const rx_hf_options *o);
+/* Stage `stage` of `stages` holds layers [*l0, *l1) of `layers`: contiguous, balanced (the
+ * counts differ by one at most, the larger ones first). */
+void hf_pp_layers(int64_t layers, int stages, int stage, int64_t *l0, int64_t *l1);
 
 /* Quantizes W [rows, in] (f32, row-major) into relaxc's own scheme sc (round to nearest,
  * frontends/hf/quantize.c) as base/quant.h lays it out: out_w (rows * in / 2 bytes for int4,

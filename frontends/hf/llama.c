@@ -151,6 +151,8 @@ typedef struct gb {
                          none, or not fused: the layer uses q, k and v) */
   rx_status err;
   int tp, tp_rank;           /* --tensor-parallel: this rank of tp (tp > 1), else 0 */
+  int pp, pp_rank;           /* --pipeline-parallel: this stage of pp (pp > 1), else 0 */
+  int64_t l0, l1;            /* the layers this stage holds, [l0, l1) (all without pp) */
   const rx_hf_config *whole; /* --tensor-parallel: the model's config (c: this rank's share) */
   /* the function being built */
   rx_builder *b;
@@ -217,7 +219,7 @@ static void list_quantized(gb *g, bool embeddings) {
     for (size_t k = 0; k < RX_ARRAY_LEN(proj); k++)
       if (lw(g, l, proj[k])->present) quantize_entry(g, lw(g, l, proj[k]));
   if (!embeddings) return;
-  quantize_entry(g, gw(g, G_EMBED));
+  if (gw(g, G_EMBED)->present) quantize_entry(g, gw(g, G_EMBED)); /* not on a later stage */
   if (gw(g, G_LM_HEAD)->present) quantize_entry(g, gw(g, G_LM_HEAD));
 }
 
@@ -273,7 +275,7 @@ static size_t group_entry(gb *g, int64_t l, const char *what, const size_t *m, i
 static void list_groups(gb *g) {
   g->qkv = base_calloc((size_t)g->c->layers, sizeof *g->qkv);
   g->bqkv = base_calloc((size_t)g->c->layers, sizeof *g->bqkv);
-  for (int64_t l = 0; l < g->c->layers; l++) {
+  for (int64_t l = g->l0; l < g->l1; l++) { /* this stage's layers */
     size_t w[3], b[3], s[3], z[3];
     for (int i = 0; i < 3; i++) {
       hf_w *p = lw(g, l, W_Q + i);
@@ -297,6 +299,22 @@ static void list_groups(gb *g) {
       e->qs = group_entry(g, l, "scales", s, 3);
       if (lw(g, l, W_Q)->qz) e->qz = group_entry(g, l, "zeros", z, 3);
     }
+  }
+}
+
+/* --pipeline-parallel: what this stage does not hold is absent: the weights of the layers outside
+ * [l0, l1), the embedding table on all stages but the first (the last keeps it when lm_head is
+ * tied to it), the final norm and lm_head on all but the last. What list_weights adds after
+ * (quantized buffers, the q/k/v row groups) follows the weights present. */
+static void pp_drop(gb *g) {
+  for (int64_t l = 0; l < g->c->layers; l++)
+    if (l < g->l0 || l >= g->l1)
+      for (int id = 0; id < W_PER_LAYER; id++) lw(g, l, id)->present = false;
+  bool first = g->pp_rank == 0, last = g->pp_rank == g->pp - 1;
+  if (!first && !(last && g->c->tie_embeddings)) gw(g, G_EMBED)->present = false;
+  if (!last) {
+    gw(g, G_NORM)->present = false;
+    gw(g, G_LM_HEAD)->present = false;
   }
 }
 
@@ -422,6 +440,7 @@ static void list_weights(gb *g, bool quantize_embeddings) {
   set_w(gw(g, G_INV_FREQ_LONG), "rope_inv_freq_long", 1, half, 0, RX_DTYPE_F32);
   gw(g, G_INV_FREQ_LONG)->hf[0] = 0;
   gw(g, G_INV_FREQ_LONG)->present = !strcmp(c->rope_type, "longrope");
+  if (g->pp) pp_drop(g);
   if (g->qi) list_quantized(g, quantize_embeddings);
   if (c->quantized) list_ckpt_quantized(g);
   list_groups(g);
@@ -989,6 +1008,30 @@ static rx_var *allgather_cols(gb *g, const char *name, rx_var *x) {
   return op(g, name, "allgather", a, 1, at, 2);
 }
 
+/* --pipeline-parallel: x sent to stage peer (its value is x), a [rows, cols] f32 tensor received
+ * from stage peer, and the [rows, cols] f32 zeros a middle stage returns for the logits it does
+ * not compute. send and recv are ordered effects: the callers emit them outside dataflow. */
+static rx_var *pp_send(gb *g, const char *name, rx_var *x, int peer) {
+  const rx_attr *at[1] = {rx_attr_int(g->m, "peer", peer)};
+  rx_node *a[1] = {A(g, x)};
+  return op(g, name, "send", a, 1, at, 1);
+}
+static rx_var *pp_recv(gb *g, const char *name, const rx_expr *rows, int64_t cols, int peer) {
+  if (g->err) return NULL;
+  const rx_expr *d[2] = {rows, rx_sym_const(g->m, cols)};
+  rx_node *a[1] = {rx_arg_shape(g->b, d, 2)};
+  const rx_attr *at[2] = {rx_attr_int(g->m, "peer", peer),
+                          rx_attr_dtype(g->m, "dtype", RX_DTYPE_F32)};
+  return op(g, name, "recv", a, 1, at, 2);
+}
+static rx_var *zeros_f32(gb *g, const char *name, const rx_expr *rows, int64_t cols) {
+  if (g->err) return NULL;
+  const rx_expr *d[2] = {rows, rx_sym_const(g->m, cols)};
+  rx_node *a[1] = {rx_arg_shape(g->b, d, 2)};
+  const rx_attr *at[1] = {rx_attr_dtype(g->m, "dtype", RX_DTYPE_F32)};
+  return op(g, name, "zeros", a, 1, at, 1);
+}
+
 /* The entry of a quantized weight whose parameter is w, or NULL. */
 static const hf_w *quantized(gb *g, rx_var *w) {
   for (size_t i = 0; w && i < g->nw; i++)
@@ -1529,6 +1572,10 @@ static void weight_params(gb *g) {
   g->wv[lm] = g->wv[lm - (G_LM_HEAD - G_EMBED)]; /* tied: the embedding is the output layer */
 }
 
+static rx_var *embed(gb *g, const fwd *f, const rx_attr *const *tat);
+static rx_var *pp_forward(gb *g, const fwd *f, rx_var *h);
+static rx_var *head(gb *g, const fwd *f, rx_var *h, const rx_attr *const *tat);
+
 static rx_status build_forward(gb *g, bool decode) {
   const rx_hf_config *c = g->c;
   g->fn = decode ? "decode" : "prefill";
@@ -1560,8 +1607,8 @@ static rx_status build_forward(gb *g, bool decode) {
   const rx_expr *pd[5] = {rx_sym_var(g->m, "pages"), rx_sym_const(g->m, 2),
                           rx_sym_const(g->m, c->kv_heads), rx_sym_const(g->m, 16),
                           rx_sym_const(g->m, c->head_dim)};
-  for (int64_t l = 0; l < c->layers && !g->err; l++) {
-    rx_node *a[2] = {A(g, f.cache), rx_arg_prim(g->b, RX_DTYPE_I64, rx_sym_const(g->m, l))};
+  for (int64_t l = g->l0; l < g->l1 && !g->err; l++) { /* the stage's cache holds its layers */
+    rx_node *a[2] = {A(g, f.cache), rx_arg_prim(g->b, RX_DTYPE_I64, rx_sym_const(g->m, l - g->l0))};
     char nm[64];
     snprintf(nm, sizeof nm, "kv_pages_%lld", (long long)l);
     rx_var *raw = extern_call(g, NULL, "rx_kv_pages", a, 2);
@@ -1570,47 +1617,17 @@ static rx_status build_forward(gb *g, bool decode) {
   begin_df(g);
   rotary_tables(g, &f);
   const rx_attr *tat[1] = {rx_attr_int(g->m, "axis", 0)};
-  rx_var *table = g->wv[c->layers * W_PER_LAYER + G_EMBED], *rows;
-  const hf_w *qe = quantized(g, table);
-  if (qe) { /* --quantize-embeddings or a quantized GGUF token_embd: each id's row dequantized
-               from the packed table */
-    rx_node *qa[4] = {A(g, f.ids), A(g, table), qe->qs ? A(g, g->wv[qe->qs]) : NULL,
-                      qe->qz ? A(g, g->wv[qe->qz]) : NULL};
-    const rx_attr *qat[2] = {rx_attr_str(g->m, "scheme", qe->qi->name),
-                             rx_attr_dtype(g->m, "dtype", g->T)};
-    int n = qe->qz ? 4 : qe->qs ? 3 : 2; /* a GGUF block format: the one buffer */
-    rows = op(g, g->T == g->R ? "embed" : NULL, "quant_take", qa, n, qat, 2);
+  rx_var *h = NULL;
+  if (g->pp_rank > 0) { /* a later stage: the hidden states of the stage before */
+    end_df(g);
+    h = pp_recv(g, "h_in", f.n, c->hidden, g->pp_rank - 1);
+    begin_df(g);
   } else {
-    rx_node *ta[2] = {A(g, table), A(g, f.ids)};
-    rows = op(g, g->T == g->R ? "embed" : NULL, "take", ta, 2, tat, 1);
+    h = embed(g, &f, tat);
   }
-  if (c->embed_scale) { /* Gemma: the rows times sqrt(hidden) rounded to their dtype (a weak
-                          constant takes the rows' dtype), as transformers' embed_scale */
-    rx_node *ea[2] = {A(g, rows), g->err ? NULL : rx_arg_float(g->b, sqrt((double)c->hidden))};
-    rows = op(g, g->T == g->R ? "embed_scaled" : NULL, "multiply", ea, 2, NULL, 0);
-  }
-  rx_var *h = to(g, "embed", rows, g->R);
-  for (int64_t l = 0; l < c->layers; l++) h = layer(g, &f, l, h, pages[l]);
+  for (int64_t l = g->l0; l < g->l1; l++) h = layer(g, &f, l, h, pages[l]);
   free(pages);
-  if (!decode) { /* prefill: each sequence's last token's logits only, so their rows alone */
-    rx_node *la[2] = {A(g, h), A(g, f.last)};
-    h = op(g, "last_rows", "take", la, 2, tat, 1);
-  }
-  /* the final norm folds into lm_head in prefill too: its rows are the b <= max_batch last ones */
-  fwd last = f;
-  last.fold = g->max_batch <= HF_FOLD_MAX_BATCH;
-  rx_var *fnw = g->wv[c->layers * W_PER_LAYER + G_NORM];
-  rx_var *xf = last.fold ? NULL : rms_norm(g, "final_norm", h, fnw);
-  rx_var *logits =
-      normed(g, &last, "logits_t", h, fnw, xf, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
-  if (g->tp) logits = allgather_cols(g, "logits_all", logits); /* each rank's vocabulary block */
-  rx_var *out = cast(g, c->final_softcap > 0 ? NULL : "logits", logits, RX_DTYPE_F32);
-  if (c->final_softcap > 0) { /* Gemma 2: tanh(logits / c) * c */
-    rx_node *da[2] = {A(g, out), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};
-    rx_var *t = op1(g, NULL, "tanh", op(g, NULL, "divide", da, 2, NULL, 0));
-    rx_node *ma[2] = {A(g, t), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};
-    out = op(g, "logits", "multiply", ma, 2, NULL, 0);
-  }
+  rx_var *out = g->pp && g->pp_rank < g->pp - 1 ? pp_forward(g, &f, h) : head(g, &f, h, tat);
   end_df(g);
   rx_status s = g->err;
   if (!s)
@@ -1624,6 +1641,72 @@ static rx_status build_forward(gb *g, bool decode) {
   return s;
 }
 
+/* The token ids' rows of the embedding table, in the residual stream's dtype. */
+static rx_var *embed(gb *g, const fwd *f, const rx_attr *const *tat) {
+  const rx_hf_config *c = g->c;
+  rx_var *table = g->wv[c->layers * W_PER_LAYER + G_EMBED], *rows;
+  const hf_w *qe = quantized(g, table);
+  if (qe) { /* --quantize-embeddings or a quantized GGUF token_embd: each id's row dequantized
+               from the packed table */
+    rx_node *qa[4] = {A(g, f->ids), A(g, table), qe->qs ? A(g, g->wv[qe->qs]) : NULL,
+                      qe->qz ? A(g, g->wv[qe->qz]) : NULL};
+    const rx_attr *qat[2] = {rx_attr_str(g->m, "scheme", qe->qi->name),
+                             rx_attr_dtype(g->m, "dtype", g->T)};
+    int n = qe->qz ? 4 : qe->qs ? 3 : 2; /* a GGUF block format: the one buffer */
+    rows = op(g, g->T == g->R ? "embed" : NULL, "quant_take", qa, n, qat, 2);
+  } else {
+    rx_node *ta[2] = {A(g, table), A(g, f->ids)};
+    rows = op(g, g->T == g->R ? "embed" : NULL, "take", ta, 2, tat, 1);
+  }
+  if (c->embed_scale) { /* Gemma: the rows times sqrt(hidden) rounded to their dtype (a weak
+                          constant takes the rows' dtype), as transformers' embed_scale */
+    rx_node *ea[2] = {A(g, rows), g->err ? NULL : rx_arg_float(g->b, sqrt((double)c->hidden))};
+    rows = op(g, g->T == g->R ? "embed_scaled" : NULL, "multiply", ea, 2, NULL, 0);
+  }
+  return to(g, "embed", rows, g->R);
+}
+
+/* --pipeline-parallel, a stage before the last: h to the next stage; the logits from the last
+ * stage on stage 0 (its sampler's), zeros on a middle stage (every stage returns [b, vocab]). */
+static rx_var *pp_forward(gb *g, const fwd *f, rx_var *h) {
+  end_df(g);
+  pp_send(g, "h_out", h, g->pp_rank + 1);
+  rx_var *out = g->pp_rank == 0 ? pp_recv(g, "logits", f->b, g->c->vocab, g->pp - 1) : NULL;
+  begin_df(g);
+  return out ? out : zeros_f32(g, "logits", f->b, g->c->vocab);
+}
+
+/* The final norm and lm_head on h: f32 logits [b, vocab] (prefill: each sequence's last row);
+ * the last stage of a pipeline sends them to stage 0 too. */
+static rx_var *head(gb *g, const fwd *f, rx_var *h, const rx_attr *const *tat) {
+  const rx_hf_config *c = g->c;
+  if (!f->decode) { /* prefill: each sequence's last token's logits only, so their rows alone */
+    rx_node *la[2] = {A(g, h), A(g, f->last)};
+    h = op(g, "last_rows", "take", la, 2, tat, 1);
+  }
+  /* the final norm folds into lm_head in prefill too: its rows are the b <= max_batch last ones */
+  fwd last = *f;
+  last.fold = g->max_batch <= HF_FOLD_MAX_BATCH;
+  rx_var *fnw = g->wv[c->layers * W_PER_LAYER + G_NORM];
+  rx_var *xf = last.fold ? NULL : rms_norm(g, "final_norm", h, fnw);
+  rx_var *logits =
+      normed(g, &last, "logits_t", h, fnw, xf, g->wv[c->layers * W_PER_LAYER + G_LM_HEAD], NULL);
+  if (g->tp) logits = allgather_cols(g, "logits_all", logits); /* each rank's vocabulary block */
+  rx_var *out = cast(g, c->final_softcap > 0 ? NULL : "logits", logits, RX_DTYPE_F32);
+  if (c->final_softcap > 0) { /* Gemma 2: tanh(logits / c) * c */
+    rx_node *da[2] = {A(g, out), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};
+    rx_var *t = op1(g, NULL, "tanh", op(g, NULL, "divide", da, 2, NULL, 0));
+    rx_node *ma[2] = {A(g, t), g->err ? NULL : rx_arg_float(g->b, c->final_softcap)};
+    out = op(g, "logits", "multiply", ma, 2, NULL, 0);
+  }
+  if (g->pp) { /* the last stage: the logits to stage 0, whose sampler reads them */
+    end_df(g);
+    out = pp_send(g, "logits_sent", out, 0);
+    begin_df(g);
+  }
+  return out;
+}
+
 /* create_kv_cache(capacity, max_seqs): the cache of this model's geometry */
 static rx_status build_create(gb *g) {
   g->fn = "create_kv_cache";
@@ -1633,7 +1716,7 @@ static rx_status build_create(gb *g) {
   if (!g->err)
     g->err = rx_builder_param(g->b, "max_seqs", rx_sinfo_prim(g->m, RX_DTYPE_I64, NULL), &seqs);
   rx_builder_set_result(g->b, rx_sinfo_object(g->m));
-  int64_t geo[4] = {g->c->layers, g->c->kv_heads, g->c->head_dim, (int64_t)g->T};
+  int64_t geo[4] = {g->l1 - g->l0, g->c->kv_heads, g->c->head_dim, (int64_t)g->T};
   rx_node *a[7];
   for (int i = 0; i < 4 && !g->err; i++)
     a[i] = rx_arg_prim(g->b, RX_DTYPE_I64, rx_sym_const(g->m, geo[i]));
@@ -1761,7 +1844,9 @@ static rx_status gguf_sections(gb *g, const char *path, const rx_gguf_file *f) {
     weight_formats(g, &fm);
     rx_strbuf moe = {0};
     if (g->c->experts) moe_numbers(g, &moe);
-    s = hf_add_sections(g->m, path, g->c, g->T, g->max_len, g->max_batch, fm.data, moe.data,
+    rx_hf_config sc = *g->c; /* llm.json's kv_cache: this stage's layers */
+    sc.layers = g->l1 - g->l0;
+    s = hf_add_sections(g->m, path, &sc, g->T, g->max_len, g->max_batch, fm.data, moe.data,
                         tok.data, tok.len);
     base_strbuf_free(&moe);
     if (!s) s = hf_add_chat_template(g->m, path, f);
@@ -1797,6 +1882,14 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     lc.intermediate /= o->tp_world;
     lc.tie_embeddings = false; /* lm_head is the rank's rows (of the embedding table if tied) */
     g = (gb){.m = m, .c = &lc, .whole = &c, .tp = o->tp_world, .tp_rank = o->tp_rank};
+  }
+  g.l1 = c.layers;
+  if (o && o->pp_world > 1) { /* --pipeline-parallel: this stage's layers */
+    rx_status ps = hf_pp_check(&c, o);
+    if (ps) return base_status_annotate(ps, "%s", dir);
+    g.pp = o->pp_world;
+    g.pp_rank = o->pp_rank;
+    hf_pp_layers(c.layers, g.pp, g.pp_rank, &g.l0, &g.l1);
   }
   g.T = o && o->dtype != RX_DTYPE_UNKNOWN ? o->dtype : RX_DTYPE_F16;
   g.R = RX_DTYPE_F32;
@@ -1853,7 +1946,9 @@ rx_status hf_import(rx_module *m, const char *dir, const rx_hf_options *o) {
     weight_formats(&g, &fm);
     rx_strbuf moe = {0};
     if (c.experts) moe_numbers(&g, &moe);
-    s = hf_add_sections(m, dir, g.c, g.T, g.max_len, g.max_batch, fm.data, moe.data, NULL, 0);
+    rx_hf_config sc = *g.c; /* llm.json's kv_cache: this stage's layers */
+    sc.layers = g.l1 - g.l0;
+    s = hf_add_sections(m, dir, &sc, g.T, g.max_len, g.max_batch, fm.data, moe.data, NULL, 0);
     base_strbuf_free(&moe);
     if (!s) s = hf_add_chat_template(m, dir, NULL);
     base_strbuf_free(&fm);

@@ -120,6 +120,10 @@ typedef struct rx_import_options {
    * by the Megatron preset (docs/distributed.md; relaxc compile --tensor-parallel N imports each
    * rank so); 0 or 1: the whole model */
   int tensor_parallel, tensor_rank;
+  /* > 1: a Hugging Face folder imported as stage pipeline_rank's program of pipeline_parallel
+   * pipeline stages (docs/distributed.md "Pipeline parallelism"; relaxc compile
+   * --pipeline-parallel N imports each stage so); 0 or 1: the whole model */
+  int pipeline_parallel, pipeline_rank;
 } rx_import_options;
 
 /* Imports the model at path into m (empty, from rx_module_new), as the command line does: a

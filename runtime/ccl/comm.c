@@ -257,8 +257,21 @@ rx_status rt_ccl_recv(rx_rt_comm *c, int peer, void **out, size_t *out_bytes) {
   *out = NULL;
   *out_bytes = 0;
   mpi_status st;
-  int n = 0;
-  MPI_CHECK(M.probe(peer, RT_CCL_TAG, c->comm, &st), "MPI_Probe");
+  int n = 0, arrived = 0;
+  /* The sender may be a pipeline stage still running its layers (milliseconds): polled without a
+   * pause for about 200 us, then with sleeps of 10 us doubling up to 100 us (at most that much
+   * later than the message), so that a waiting rank leaves the host's cores to the ranks that
+   * compute (with host staging, lavapipe's threads are among them). */
+  long pause_ns = 0;
+  double t0 = rt_ccl_now();
+  for (;;) {
+    MPI_CHECK(M.iprobe(peer, RT_CCL_TAG, c->comm, &arrived, &st), "MPI_Iprobe");
+    if (arrived) break;
+    if (rt_ccl_now() - t0 < 200e-6) continue;
+    pause_ns = pause_ns ? (pause_ns * 2 > 100000 ? 100000 : pause_ns * 2) : 10000;
+    struct timespec ts = {0, pause_ns};
+    nanosleep(&ts, NULL);
+  }
   MPI_CHECK(M.get_count(&st, M.t_byte, &n), "MPI_Get_count");
   void *buf = malloc(n > 0 ? (size_t)n : 1);
   if (!buf) return rt_oom("a received message", (size_t)n);

@@ -62,6 +62,7 @@ MPI_CONSTS(X)
   X(send, MPI_Send, int, (const void *, int, mpi_handle, int, int, mpi_handle))                    \
   X(recv, MPI_Recv, int, (void *, int, mpi_handle, int, int, mpi_handle, mpi_status *))            \
   X(probe, MPI_Probe, int, (int, int, mpi_handle, mpi_status *))                                   \
+  X(iprobe, MPI_Iprobe, int, (int, int, mpi_handle, int *, mpi_status *))                          \
   X(get_count, MPI_Get_count, int, (const mpi_status *, mpi_handle, int *))                        \
   X(op_create, MPI_Op_create, int, (mpi_user_function *, int, mpi_handle *))                       \
   X(op_free, MPI_Op_free, int, (mpi_handle *))

@@ -87,6 +87,18 @@ foreach(case tiny-llama-gqa:2 tiny-qwen2:2 tiny-llama-kv4:4)
   set_tests_properties(ccl.tp_${model}_${n} PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
                        LABELS "vulkan;mpi" TIMEOUT 400)
 endforeach()
+# pipeline parallelism (relaxc compile HF_DIR --pipeline-parallel N: stage r holds its layers and
+# sends its hidden states to stage r + 1, the last stage's logits go to rank 0): the same check,
+# 2 stages of the tiny Llama's 2 layers (3 and 4 stages of kjv-llama's 4 pass by hand:
+# docs/distributed.md, "Pipeline parallelism")
+add_test(NAME ccl.pp_tiny-llama-gqa_2
+         COMMAND ${CMAKE_COMMAND} -DRELAXC=$<TARGET_FILE:relaxc> -DTEST=$<TARGET_FILE:tp_llm_test>
+                 -DMPIRUN=${RX_MPIRUN} "-DMPIRUN_ARGS=${RX_MPIRUN_ARGS}" -DN=2
+                 -DMODEL=${CMAKE_SOURCE_DIR}/tests/llm/models/tiny-llama-gqa
+                 -DFLAG=--pipeline-parallel -DWORK=${CMAKE_CURRENT_BINARY_DIR}/ccl_pp_tiny-llama-gqa_2
+                 -DSANITIZED=${rx_ccl_sanitized} -P ${CMAKE_CURRENT_LIST_DIR}/tp_llm.cmake)
+set_tests_properties(ccl.pp_tiny-llama-gqa_2 PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
+                     LABELS "vulkan;mpi" TIMEOUT 400)
 # runtime/ccl/mpi_api.h against Open MPI's mpi.h (where CMake finds MPI; no MPI is needed to build
 # the runtime itself)
 find_package(MPI COMPONENTS C QUIET)

@@ -9,7 +9,9 @@
  *   mpirun -n N ccl_test --die      rank N-1 exits (code 3) before an allreduce the others wait
  *                                   in: the job must end with an error, not hang (die.cmake)
  *   mpirun -n N ccl_test --kill     the same with SIGKILL
- *   mpirun -n N ccl_test --bench    time rx_ccl_allreduce of decode-sized rows (bench proposal)
+ *   mpirun -n N ccl_test --bench    time rx_ccl_allreduce of decode-sized rows (bench proposal),
+ *                                   and rx_ccl_send / rx_ccl_recv round trips between rank
+ *                                   pairs at a pipeline stage's activation sizes
  *   mpirun -n N ccl_test --cuda FAKE_CUDA
  *                                   the same checks on CUDA with NCCL (rx_rt_comm_enable_nccl),
  *                                   on the fake CUDA driver (FAKE_CUDA: its path, opened first)
@@ -373,6 +375,40 @@ static void bench(rx_rt_artifact *a, rx_rt_device *dev, rx_rt_comm *comm) {
   }
 }
 
+/* Round trips of sr (rank 2k sends to 2k + 1, which sends back) at a pipeline stage boundary's
+ * sizes: decode hidden states of one token at hidden 4096 and 8192, a logits row of 32000, and
+ * prefill chunks of 128 and 512 tokens at hidden 4096. Half a round trip is one stage-to-stage
+ * transfer: a device-to-host read, MPI_Send, MPI_Recv and an upload. */
+static void bench_sendrecv(rx_rt_artifact *a, rx_rt_device *dev) {
+  int64_t sizes[] = {4096, 8192, 32000, 128 * 4096, 512 * 4096};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0] && world % 2 == 0; k++) {
+    rx_rt_value *x = input(dev, RX_DTYPE_F32, rank, 0, sizes[k]), *res = NULL;
+    int iters = sizes[k] > 100000 ? 20 : 200;
+    CHECK_OK(rx_rt_vm_call_values(a, "sr", &x, 1, &res)); /* warm: the programs, the buffers */
+    rx_rt_value_release(res);
+    res = NULL;
+    struct timespec w0, w1, c0, c1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    for (int i = 0; i < iters && !check_failed; i++) {
+      CHECK_OK(rx_rt_vm_call_values(a, "sr", &x, 1, &res));
+      rx_rt_value_release(res);
+      res = NULL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+    double one_way = wall / iters / 2, bytes = 4.0 * (double)sizes[k];
+    if (rank == 0)
+      printf("bench: %d ranks: rx_ccl_send + rx_ccl_recv f32[%lld] (%.0f KB): %.1f us one way "
+             "(half a round trip), %.2f GB/s, %.1f us of rank 0's CPU time per round trip\n",
+             world, (long long)sizes[k], bytes / 1024, one_way * 1e6, bytes / one_way * 1e-9,
+             cpu / iters * 1e6);
+    rx_rt_value_release(x);
+  }
+}
+
 /* The fake NCCL's trace (--cuda): every collective went through NCCL, and nothing was misused. */
 static void check_fake_nccl(void *fake, bool after_release) {
   int (*count)(const char *) = (int (*)(const char *))dlsym(fake, "fake_nccl_count");
@@ -455,6 +491,7 @@ int main(int argc, char **argv) {
     }
     if (do_bench) {
       bench(a, dev, comm);
+      bench_sendrecv(a, dev);
       rx_rt_artifact_release(a);
       break;
     }

@@ -1,15 +1,19 @@
 # tests/ccl/tp_llm.cmake: the Megatron preset end to end. A tiny Hugging Face model compiled whole
 # and with --tensor-parallel N (f32, vulkan), then tp_llm_test under mpirun -n N compares the
 # sharded model's logits (packed prefill, continuation, decode) and greedy tokens with the whole
-# one's (tests/ccl/tp_llm_test.c).
+# one's (tests/ccl/tp_llm_test.c). With -DFLAG=--pipeline-parallel the same for N pipeline
+# stages (docs/distributed.md, "Pipeline parallelism").
 # cmake -DRELAXC=... -DTEST=... -DMPIRUN=... -DMPIRUN_ARGS=... -DMODEL=DIR -DN=2 -DWORK=DIR
-#   [-DSANITIZED=1] -P tp_llm.cmake
+#   [-DFLAG=--pipeline-parallel] [-DSANITIZED=1] -P tp_llm.cmake
+if(NOT FLAG)
+  set(FLAG --tensor-parallel)
+endif()
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 foreach(kind whole tp)
   set(extra "")
   if(kind STREQUAL "tp")
-    set(extra --tensor-parallel ${N})
+    set(extra ${FLAG} ${N})
   endif()
   execute_process(COMMAND ${RELAXC} compile ${MODEL} --target vulkan --dtype f32 --max-seq-len 128
                           ${extra} -o ${WORK}/${kind}.rxm

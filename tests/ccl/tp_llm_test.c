@@ -3,6 +3,10 @@
  *
  *   mpirun -n N tp_llm_test SHARDED.rxm WHOLE.rxm
  *
+ * SHARDED may as well be N pipeline stages (`relaxc compile HF_DIR --pipeline-parallel N`): the
+ * stages' layers run one after another with the same kernels (measured: the logits equal the
+ * whole model's bit for bit; the same 1e-5 tolerance holds them).
+ *
  * Every rank loads its part of SHARDED with the MPI communicator; ranks 1.. follow rank 0
  * (rx_llm_model_follow). Rank 0 also loads WHOLE in one process (no communicator) and runs the
  * same calls on both: a packed prefill of three sequences of 1, 7 and 33 tokens, a chunked
