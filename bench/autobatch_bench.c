@@ -18,6 +18,15 @@
  *             constituency trees of 1..--leaves leaves with unary chains (treelstm3_ref.h)
  *   lattice   lattice LSTM (Zhang & Yang; character and word cells, hidden 32) over random
  *             lattices of sentences of --chars characters
+ *   stacked   2-layer stacked LSTM (hidden 64) over --lengths, one stack_step unit a step (the
+ *             two cells inlined and batched as one function: grain size, grain_ref.h)
+ *   stacked1  the same model, two lstm_cell calls a step (the one-cell form)
+ *   chain2    LSTM over --lengths in units of two steps (lstm_cell2; lstm_cell for an odd last)
+ *   chain1    the same LSTM, lstm_cell at every step (the one-cell form)
+ *             (the four run on an artifact of tests/autobatch/lstm_cell.rx and grain_cells.rx:
+ *             relaxc compile --batch lstm_cell:wx,wh,b@1024 --batch lstm_cell2:wx,wh,b@1024
+ *             --batch stack_step:wx1,wh1,b1,wx2,wh2,b2@1024; the one-cell forms look for the
+ *             unit's artifact, so both forms run on the same one)
  * Each run starts from inputs already on the device and ends synchronized with every checked
  * output (every call's, acrobat_ref.h's TreeLSTM: every node's h) in a tensor of its own; the
  * time is the best of --reps runs after one warm-up run, in wall-clock time and in the process's
@@ -66,6 +75,7 @@
 #endif
 #include "acrobat_ref.h"
 #include "encoder_ref.h"
+#include "grain_ref.h"
 #include "grid_ref.h"
 #include "gru_ref.h"
 #include "lattice_ref.h"
@@ -204,6 +214,34 @@ static bool setup_lattice(bm_graph *g, const bench_opts *o, char *title, size_t 
   return true;
 }
 
+/* Grain size (grain_ref.h): the stacked LSTM and the LSTM chain, each in its unit form and its
+ * one-cell form over --lengths. */
+static bool setup_grain(bm_graph *g, const bench_opts *o, char *title, size_t n, int form) {
+  static const char *const names[] = {"stacked LSTM, stack_step units",
+                                      "stacked LSTM, two lstm_cell calls a step",
+                                      "LSTM chain, lstm_cell2 units", "LSTM chain, lstm_cell"};
+  char lens[128];
+  list_text(o->lens, o->nlens, lens, sizeof lens);
+  if (form < 2)
+    stacked_setup(g, o->lens, o->nlens, 3610, form == 0);
+  else
+    chain_setup(g, o->lens, o->nlens, 3620, form == 2 ? 2 : 1);
+  snprintf(title, n, "%s, lengths %s", names[form], lens);
+  return true;
+}
+static bool setup_stacked(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  return setup_grain(g, o, title, n, 0);
+}
+static bool setup_stacked1(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  return setup_grain(g, o, title, n, 1);
+}
+static bool setup_chain2(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  return setup_grain(g, o, title, n, 2);
+}
+static bool setup_chain1(bm_graph *g, const bench_opts *o, char *title, size_t n) {
+  return setup_grain(g, o, title, n, 3);
+}
+
 static const bench_model models[] = {
     {"tree", "tree_cell", setup_tree, bm_submit, bm_compare},
     {"lstm", "lstm_cell", setup_lstm, bm_submit, bm_compare},
@@ -216,17 +254,20 @@ static const bench_model models[] = {
     {"tree2", "tree_leaf_cell", setup_tree2, bm_submit, bm_compare},
     {"tree3", "tree_unary_cell", setup_tree3, bm_submit, bm_compare},
     {"lattice", "lattice_char_cell", setup_lattice, bm_submit, bm_compare},
+    {"stacked", "stack_step", setup_stacked, bm_submit, bm_compare},
+    {"stacked1", "stack_step", setup_stacked1, bm_submit, bm_compare},
+    {"chain2", "lstm_cell2", setup_chain2, bm_submit, bm_compare},
+    {"chain1", "lstm_cell2", setup_chain1, bm_submit, bm_compare},
 };
 
 static int usage(const char *why) {
   fprintf(
       stderr,
       "autobatch_bench: %s\nusage: autobatch_bench ARTIFACT.rxm... [--device D] [--models "
-      "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder,tree2,tree3,lattice] [--trees N] [--leaves L] "
-      "[--lengths "
-      "1,7,16,17,100] [--mixed N,...] [--grids 1x1,10x10] [--words 1,7,33] [--samples N] "
-      "[--layers L] [--reps R] [--min-batch N] [--no-gather] [--no-plan] [--chars N,...] "
-      "[--save-policy DIR]\n",
+      "tree,lstm,mixed,gru,mvrnn,grid,nested,encoder,tree2,tree3,lattice,stacked,stacked1,chain2,"
+      "chain1] [--trees N] [--leaves L] [--lengths 1,7,16,17,100] [--mixed N,...] "
+      "[--grids 1x1,10x10] [--words 1,7,33] [--samples N] [--layers L] [--reps R] "
+      "[--min-batch N] [--no-gather] [--no-plan] [--chars N,...] [--save-policy DIR]\n",
       why);
   return 2;
 }

@@ -23,6 +23,7 @@
  * (drv_pass_run, `relaxc opt --passes`). */
 #define RX_COMPILE_STEPS(G, O, S)                                                                  \
   G(verify, input)                                                                                 \
+  G(inline, pass_inline) /* not run by drv_compile: relaxc opt, batch_fn */                        \
   G(shard, pass_shard_module)                                                                      \
   G(fold, pass_fold)                                                                               \
   G(cse, pass_cse)                                                                                 \

@@ -13,8 +13,11 @@
  *   - reductions, softmax, norms, cumsum, argmax, topk, concat, split, strided_slice, take,
  *     permute, expand_dims, squeeze: their axes shift by one (defaults written out);
  *   - reshape to a literal shape: the shape gets the batch dimension in front.
- * A value that depends on no batched parameter is computed once, as before. Anything else that
- * meets a batched value (other ops, call_tensor, call_extern, calls, if, match_cast) is an error
+ * A value that depends on no batched parameter is computed once, as before. Calls of other graph
+ * functions are inlined first (passes/inline.c, into a copy: fn itself is left as it is), so a
+ * unit of several cells (a stacked LSTM's step, k steps of a cell: ACRoBat's grain size) is
+ * batched as one function; a recursive one is an error. Anything else that
+ * meets a batched value (other ops, call_tensor, call_extern, if, match_cast) is an error
  * naming the op, the binding and the function; so is a result that does not depend on a batched
  * parameter. Every batched binding's deduced struct info is checked against [batch] + the
  * original one: a rule that got a shape wrong fails here, never silently at run time.
@@ -362,7 +365,7 @@ static rx_status batch_node(bctx *c, const rx_node *n, const char *name, rx_node
   case RX_NODE_CALL_EXTERN:
     return unsupported(c, "call_extern", "an external function has no batched form");
   case RX_NODE_CALL_GRAPH:
-    return unsupported(c, "a call of a graph function", "batch the callee, or inline it");
+    return unsupported(c, "a call of a graph function", "a primitive function's call");
   case RX_NODE_IF:
     return unsupported(c, "if", "control flow is batched by the runtime batcher, not here");
   }
@@ -543,6 +546,17 @@ static rx_status batch_function(rx_module *m, const char *fn, const char *const 
   RX_RETURN_IF_ERROR(rx_module_check(m, NULL)); /* one op a binding, struct info deduced */
   const rx_graph_fn *f = ir_module_graph_fn(m, fn);
   if (!f) return base_status_make(RX_ERR_NOT_FOUND, "batch: no graph function '%s'", fn);
+  /* a unit of several cells (grain size): its calls inlined first, in a copy (fn stays as it is) */
+  rx_graph_fn *inlined = NULL;
+  int ncalls = 0;
+  rx_status ist = pass_inline_copy(m, f, &inlined, &ncalls);
+  if (ist) {
+    rx_status e =
+        base_status_make(rx_status_code_of(ist), "batch '%s': %s", fn, rx_status_message(ist));
+    rx_status_free(ist);
+    return e;
+  }
+  if (ncalls) f = inlined;
   if (ir_module_graph_fn(m, out_name))
     return base_status_make(RX_ERR_INVALID, "batch '%s': the module has a function '%s' already",
                             fn, out_name);

@@ -96,6 +96,19 @@ bool pass_dedup(rx_module *m, rx_diag *diag);
  * follow it. */
 bool pass_short_names(rx_module *m, rx_diag *diag);
 
+/* passes/inline.c: every call of a (non-primitive) graph function in a graph function's body
+ * replaced by the callee's bindings, renamed CALL_NAME after the call's binding, transitively;
+ * the callee's symbolic variables bound to the call's (a callee variable the call does not bind,
+ * or that its match_cast defines, is an error), its facts not copied. A recursive function is an
+ * error naming the cycle. Not a step of drv_compile (`relaxc opt --passes inline`); batch_fn
+ * inlines the function it batches through pass_inline_copy. */
+bool pass_inline(rx_module *m, rx_diag *diag);
+/* f with its calls inlined as pass_inline does, as a function value outside the module (same
+ * name, parameters and facts, a new body; f's own bindings and variables shared with it, not
+ * normalized: the inlined values carry the callee's struct info with the call's symbols).
+ * *out_calls (when given): the calls inlined (0: the copy is f's body as it was). */
+rx_status pass_inline_copy(rx_module *m, const rx_graph_fn *f, rx_graph_fn **out, int *out_calls);
+
 /* passes/batch_fn.c: the batched form of a graph function (auto-batching, docs/autobatch.md). Not
  * a step of the pipeline: the caller asks for it before drv_compile, so its entry point is the
  * public rx_batch_function (relaxc/compiler.h; relaxc compile --batch). */

@@ -3,8 +3,9 @@
  * order given, each as `relaxc compile` runs it (driver/driver.h drv_pass_run: the module is
  * normalized and verified after each), and prints the module on stdout; diagnostics on stderr.
  * The names are the compile pipeline's (drv_compile_step_names): fold, cse, dce, dispatch,
- * legalize, annotate, fuse_ops, fuse_tensor, dedup, names (and verify). The steps after them
- * (plan_memory, lower_host, schedule, codegen, artifact) build what follows the module, not a
+ * legalize, annotate, fuse_ops, fuse_tensor, dedup, names (and verify), and inline, which
+ * drv_compile does not run (passes/inline.c: calls of graph functions inlined). The steps after
+ * them (plan_memory, lower_host, schedule, codegen, artifact) build what follows the module, not a
  * module: `relaxc compile --dump-after STEP` shows them, `relaxc schedule` the schedules. What a
  * pass needs first (legalize before fuse_tensor) is the user's to give. A tensor program whose
  * fusion pattern is known (annotate, which fuse_ops runs first, finds it) is printed after a

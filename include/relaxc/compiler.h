@@ -251,7 +251,9 @@ RX_API const rx_sinfo *rx_var_sinfo(const rx_var *v);
  * named in shared[0..nshared) gets a new leading symbolic dimension `batch` (shared ones, e.g.
  * weights, and non-tensor parameters stay as they are), and the body is rewritten op by op
  * (axes shifted, matmuls over rows, broadcasts aligned). max_batch > 0 adds the fact
- * `batch <= max_batch` (storage planned at that bound, 32-bit indices in kernels); 0: none. An op
+ * `batch <= max_batch` (storage planned at that bound, 32-bit indices in kernels); 0: none. Calls
+ * of other graph functions in fn are inlined first (into a copy; fn keeps its calls), so a unit
+ * of several cells batches as one function; recursion is an error naming the cycle. An op
  * that cannot be batched is an error naming the op, the binding and fn; m then has no out_name.
  * Run it before drv_compile. */
 RX_API rx_status rx_batch_function(rx_module *m, const char *fn, const char *const *shared,

@@ -27,7 +27,7 @@
 /* In the runtime library (base/base.h), not in its public headers. */
 rx_status base_status_make(rx_status_code code, const char *fmt, ...);
 
-enum { BM_MAX_FNS = 4, BM_MAX_PARAMS = 24, BM_MAX_OUTS = 2 };
+enum { BM_MAX_FNS = 4, BM_MAX_PARAMS = 24, BM_MAX_OUTS = 4 }; /* 4 outputs: stack_step */
 
 /* An argument: input `idx` (call < 0) or output `idx` of call `call`. */
 typedef struct bm_arg {
