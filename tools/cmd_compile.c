@@ -361,6 +361,20 @@ static bool not_bare_dir(const char *path) {
   return ok;
 }
 
+/* false, with the error printed, where this relaxc was built without the ONNX importer */
+static bool onnx_built(const char *file) {
+#ifdef RX_HAVE_ONNX
+  (void)file;
+  return true;
+#else
+  fprintf(stderr,
+          "relaxc: error: %s is an ONNX model, and ONNX support was not built: install "
+          "protobuf-c-compiler libprotobuf-c-dev libonnx-dev and rebuild\n",
+          cli_input_name(file));
+  return false;
+#endif
+}
+
 int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
   const char *file = NULL, *target = NULL, *outpath = NULL, *wdir = NULL, *wfile = NULL;
   const char *dispatch = NULL, *policy = NULL;     /* --dispatch, --batch-policy TABLE */
@@ -454,16 +468,10 @@ int cli_cmd_compile(const rx_cli_command *cmd, int argc, char **argv) {
     return cli_usage_error(cmd, "--weights is for an ONNX model; '%s' is .rx text",
                            cli_input_name(file));
   }
-#ifndef RX_HAVE_ONNX
-  if (onnx) {
-    fprintf(stderr,
-            "relaxc: error: %s is an ONNX model, and ONNX support was not built: install "
-            "protobuf-c-compiler libprotobuf-c-dev libonnx-dev and rebuild\n",
-            cli_input_name(file));
+  if (onnx && !onnx_built(file)) {
     free(text);
     return 1;
   }
-#endif
 
   o.jobs = tc.jobs;
   o.progress = !tc.quiet && isatty(2);
