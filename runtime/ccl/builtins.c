@@ -105,8 +105,9 @@ static void split_at(const rx_rt_tensor *t, int axis, size_t *outer, size_t *inn
   for (int i = axis + 1; i < rx_rt_tensor_ndim(t); i++) *inner *= (size_t)d[i];
 }
 
-static rx_status finish(rx_rt_comm *comm, double t0, rx_status s) {
-  if (comm) rt_ccl_account(comm, rt_ccl_now() - t0);
+/* the call counted on the communicator (rx_rt_comm_counter_of): kind, its tensor's bytes */
+static rx_status finish(rx_rt_comm *comm, rx_ccl_kind kind, size_t bytes, double t0, rx_status s) {
+  if (comm) rt_ccl_account(comm, kind, bytes, rt_ccl_now() - t0);
   return s;
 }
 
@@ -210,7 +211,7 @@ rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, op ? "op max" : "op sum", op, 0) : NULL;
   if (!s && rt_nccl_on(comm, c->device))
-    return finish(comm, t0,
+    return finish(comm, RX_CCL_ALLREDUCE, rx_rt_tensor_bytes(x), t0,
                   base_status_annotate(dev_allreduce(c, comm, x, op, result), "%s", c->name));
   if (!s) s = read_host(x, &buf);
   if (!s && comm)
@@ -218,7 +219,8 @@ rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *
                          (rt_ccl_op)op);
   if (!s) s = make_result(c, dt, rx_rt_tensor_ndim(x), rx_rt_tensor_shape(x), buf, result);
   free(buf);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_ALLREDUCE, rx_rt_tensor_bytes(x), t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 static rx_status axis_arg(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
@@ -251,7 +253,7 @@ rx_status rt_ccl_builtin_allgather(const vm_extern_call *c, rx_rt_value *const *
     memcpy(shape, rx_rt_tensor_shape(x), sizeof shape[0] * (size_t)rx_rt_tensor_ndim(x));
     shape[axis] *= w;
     s = dev_allgather(c, comm, x, shape, outer, result);
-    return finish(comm, t0, base_status_annotate(s, "%s", c->name));
+    return finish(comm, RX_CCL_ALLGATHER, bytes, t0, base_status_annotate(s, "%s", c->name));
   }
   if (!s) s = read_host(x, &buf);
   if (!s && !(all = malloc(bytes * (size_t)w + 1)))
@@ -275,7 +277,8 @@ rx_status rt_ccl_builtin_allgather(const vm_extern_call *c, rx_rt_value *const *
   free(buf);
   free(all);
   free(out);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_ALLGATHER, bytes, t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 /* ---- rx_ccl_reduce_scatter(x, prim(axis), prim(op)) ---- */
@@ -314,7 +317,7 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
     memcpy(shape, rx_rt_tensor_shape(x), sizeof shape[0] * (size_t)rx_rt_tensor_ndim(x));
     shape[axis] /= w;
     s = dev_reduce_scatter(c, comm, x, shape, outer, op, result);
-    return finish(comm, t0, base_status_annotate(s, "%s", c->name));
+    return finish(comm, RX_CCL_REDUCE_SCATTER, bytes, t0, base_status_annotate(s, "%s", c->name));
   }
   if (!s) s = read_host(x, &buf);
   if (!s && !(packed = malloc(bytes + 1))) s = rt_oom("reduce_scatter's blocks", bytes);
@@ -340,7 +343,8 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
   free(buf);
   free(packed);
   free(out);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_REDUCE_SCATTER, bytes, t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 /* ---- rx_ccl_broadcast(x, prim(root)) ---- */
@@ -358,7 +362,7 @@ rx_status rt_ccl_builtin_broadcast(const vm_extern_call *c, rx_rt_value *const *
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, "the same root", root, 0) : NULL;
   if (!s && rt_nccl_on(comm, c->device))
-    return finish(comm, t0,
+    return finish(comm, RX_CCL_BROADCAST, rx_rt_tensor_bytes(x), t0,
                   base_status_annotate(dev_broadcast(c, comm, x, root, result), "%s", c->name));
   if (!s) s = read_host(x, &buf);
   if (!s && comm) s = rt_ccl_bcast(comm, buf, rx_rt_tensor_bytes(x), (int)root);
@@ -366,7 +370,8 @@ rx_status rt_ccl_builtin_broadcast(const vm_extern_call *c, rx_rt_value *const *
     s = make_result(c, rx_rt_tensor_dtype(x), rx_rt_tensor_ndim(x), rx_rt_tensor_shape(x), buf,
                     result);
   free(buf);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_BROADCAST, rx_rt_tensor_bytes(x), t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 /* send and recv need a communicator and a peer other than this rank */
@@ -417,7 +422,7 @@ rx_status rt_ccl_builtin_send(const vm_extern_call *c, rx_rt_value *const *args,
     rx_rt_value_retain(args[0]);
     *result = args[0];
   }
-  return finish(comm, t0,
+  return finish(comm, RX_CCL_SEND, bytes, t0,
                 s ? base_status_annotate(s, "%s to rank %lld", c->name, (long long)peer) : NULL);
 }
 
@@ -482,7 +487,7 @@ rx_status rt_ccl_builtin_recv(const vm_extern_call *c, rx_rt_value *const *args,
   rx_status s = rt_ccl_recv(comm, (int)peer, &msg, &got);
   if (!s) s = receive(c, comm, (int)peer, (rx_dtype)dtype, nd, shape, msg, got, result);
   free(msg);
-  return finish(comm, t0,
+  return finish(comm, RX_CCL_RECV, s ? 0 : rx_rt_tensor_bytes(rx_rt_value_tensor(*result)), t0,
                 s ? base_status_annotate(s, "%s from rank %lld", c->name, (long long)peer) : NULL);
 }
 
