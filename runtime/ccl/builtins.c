@@ -105,6 +105,18 @@ static void split_at(const rx_rt_tensor *t, int axis, size_t *outer, size_t *inn
   for (int i = axis + 1; i < rx_rt_tensor_ndim(t); i++) *inner *= (size_t)d[i];
 }
 
+/* A call's clock starts once the kernels queued before it are done: with host staging the
+ * read of its tensor (or recv's upload) would wait for them there, and their time is the
+ * forward's, not communication. With NCCL the collective is queued in the stream's order and
+ * nothing waits: its time is the host's, queueing it. */
+static void start_clock(const vm_extern_call *c, rx_rt_comm *comm, double *t0) {
+  /* a device error here comes back at the read, after the ranks have agreed (as without this
+   * wait), so that no rank returns while the others wait for it in the agreement */
+  if (comm && c->device && !rt_nccl_on(comm, c->device))
+    rx_status_free(rx_rt_device_synchronize(c->device));
+  *t0 = rt_ccl_now();
+}
+
 /* the call counted on the communicator (rx_rt_comm_counter_of): kind, its tensor's bytes */
 static rx_status finish(rx_rt_comm *comm, rx_ccl_kind kind, size_t bytes, double t0, rx_status s) {
   if (comm) rt_ccl_account(comm, kind, bytes, rt_ccl_now() - t0);
@@ -207,7 +219,8 @@ rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *
     return base_status_make(RX_ERR_UNSUPPORTED, "%s: %s: expected f32, f16, bf16, f64, i32 or i64",
                             c->name, rx_rt_dtype_name(dt));
   rx_rt_comm *comm = comm_of(c);
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, op ? "op max" : "op sum", op, 0) : NULL;
   if (!s && rt_nccl_on(comm, c->device))
@@ -242,7 +255,8 @@ rx_status rt_ccl_builtin_allgather(const vm_extern_call *c, rx_rt_value *const *
   RX_RETURN_IF_ERROR(axis_arg(c, args, 1, x, &axis));
   rx_rt_comm *comm = comm_of(c);
   int w = comm ? rx_rt_comm_size(comm) : 1;
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   size_t bytes = rx_rt_tensor_bytes(x), outer = 1, inner = 1;
   split_at(x, (int)axis, &outer, &inner);
   void *buf = NULL;
@@ -305,7 +319,8 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
                             "%s: %s: dim %lld (%lld) is not divisible by the world size %d",
                             c->name, ty, (long long)axis, (long long)dim, w);
   }
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   size_t bytes = rx_rt_tensor_bytes(x), outer = 1, inner = 1, es = rx_rt_dtype_size(dt);
   split_at(x, (int)axis, &outer, &inner);
   size_t blk = (size_t)(dim / w) * inner * es; /* bytes of one rank's block in one outer row */
@@ -358,7 +373,8 @@ rx_status rt_ccl_builtin_broadcast(const vm_extern_call *c, rx_rt_value *const *
   rx_rt_comm *comm = comm_of(c);
   int w = comm ? rx_rt_comm_size(comm) : 1;
   RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 1, "root", 0, w - 1, &root));
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, "the same root", root, 0) : NULL;
   if (!s && rt_nccl_on(comm, c->device))
@@ -403,7 +419,8 @@ rx_status rt_ccl_builtin_send(const vm_extern_call *c, rx_rt_value *const *args,
   RX_RETURN_IF_ERROR(want_args(c, nargs, 2));
   RX_RETURN_IF_ERROR(arg_tensor(c, args, 0, &x));
   RX_RETURN_IF_ERROR(peer_arg(c, args, 1, &comm, &peer));
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   int nd = rx_rt_tensor_ndim(x);
   size_t bytes = rx_rt_tensor_bytes(x), hdr = MSG_HEADER(nd);
   uint8_t *msg = malloc(hdr + bytes);
@@ -481,7 +498,8 @@ rx_status rt_ccl_builtin_recv(const vm_extern_call *c, rx_rt_value *const *args,
   int nd = (int)(nargs - 2);
   for (int i = 0; i < nd; i++)
     RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 2 + (size_t)i, "dim", 0, INT64_MAX, &shape[i]));
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   void *msg = NULL;
   size_t got = 0;
   rx_status s = rt_ccl_recv(comm, (int)peer, &msg, &got);
