@@ -448,11 +448,11 @@ static void tp_shard(gb *g, bool tied) {
       w->split_full = (w->in ? w->in : w->shape[1]) * g->tp;
     }
   }
+  /* g->c is untied, so list_weights listed lm_head (and --quantize-embeddings quantized it, each
+   * row on its own as the table's rows are: the same groups): tied, only the checkpoint tensor it
+   * reads changes */
   hf_w *lm = gw(g, G_LM_HEAD);
-  if (tied) {
-    set_w(lm, "model.embed_tokens.weight", 2, g->c->vocab, g->c->hidden, g->T);
-    snprintf(lm->param, sizeof lm->param, "lm_head_weight");
-  }
+  if (tied) snprintf(lm->hf, sizeof lm->hf, "model.embed_tokens.weight");
   lm->present = true;
   lm->shape[0] = g->c->vocab / g->tp;
   lm->split = 1;

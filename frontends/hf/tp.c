@@ -32,9 +32,6 @@ static rx_status quantized(const rx_hf_config *c, const rx_hf_options *o, int wo
   rx_quant_scheme sc;
   if (!base_quant_lookup(o->quantize, &sc)) return NULL;
   int64_t G = base_quant_info_of(sc)->block;
-  if (o->quantize_embeddings && c->tie_embeddings)
-    return unsupported(world, "--quantize-embeddings of tied embeddings (the output layer read "
-                              "from the quantized embedding table)");
   const struct {
     const char *name, *key;
     int64_t in;
