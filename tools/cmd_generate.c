@@ -1,7 +1,7 @@
 /* relaxc generate MODEL.rxm (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT [--system TEXT])
  *   [--max-tokens N]
  *   [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--device D]
- *   [--kv-capacity N] [--max-seq-len N] [--print-ids]
+ *   [--kv-capacity N] [--max-seq-len N] [--print-ids] [--stats]
  * Text from an LLM artifact (relaxc compile of a Hugging Face folder), through runtime/llm's
  * generation loop (relaxc/llm.h): the prompt is tokenized (with the BOS the tokenizer adds) or
  * taken as ids, or --chat's message (after --system's) is put in the model's chat template
@@ -16,7 +16,10 @@
  * the environment) each process is a rank of a tensor-parallel run (docs/distributed.md): the
  * model is loaded with the MPI communicator (rank R's part: its rank of a multi-rank artifact, or
  * MODEL.rankR.rxm where it exists), rank 0 tokenizes, samples, prints and drives, and the other
- * ranks follow its calls (rx_llm_model_follow) and print nothing but errors. */
+ * ranks follow its calls (rx_llm_model_follow) and print nothing but errors. With --stats every
+ * rank prints, at its end, where its time went (print_stats): its prefill and decode forwards'
+ * wall clock and the part of it in the collective builtins (the communication share of a step),
+ * and per builtin its calls, bytes and time (relaxc/ccl.h's counters). */
 #include "commands.h"
 
 #include "relaxc/ccl.h"
@@ -31,7 +34,7 @@ typedef struct gen_cli {
   const char *model, *prompt, *ids, *device, *chat, *system;
   long long max_tokens, kv_capacity, max_seq_len;
   rx_sampler_params sp;
-  bool print_ids;
+  bool print_ids, stats;
 } gen_cli;
 
 /* A number option's value in [lo, hi]; 2 after a usage error. */
@@ -72,6 +75,8 @@ static int parse(const rx_cli_command *cmd, int argc, char **argv, gen_cli *g) {
       g->device = it.value;
     } else if (!strcmp(f, "--print-ids")) {
       g->print_ids = true;
+    } else if (!strcmp(f, "--stats")) {
+      g->stats = true;
     } else if (!strcmp(f, "--max-tokens")) {
       rc = cli_int_option(&it, 1, 1 << 24, &g->max_tokens);
     } else if (!strcmp(f, "--kv-capacity")) {
@@ -178,11 +183,40 @@ static int prompt_ids(const rx_cli_command *cmd, const gen_cli *g, rx_llm_model 
   return 1;
 }
 
+/* --stats: this rank's forwards (rx_llm_model_step_stats) and collectives since the warm-up. */
+static void print_stats(const rx_llm_model *m, const rx_rt_comm *comm) {
+  int rank = rx_rt_comm_rank(comm);
+  rx_llm_step_stats st = rx_llm_model_step_stats(m);
+  const char *name[2] = {"prefill", "decode"};
+  const uint64_t n[2] = {st.prefills, st.decodes};
+  const double sec[2] = {st.prefill_seconds, st.decode_seconds},
+               comm_sec[2] = {st.prefill_comm_seconds, st.decode_comm_seconds};
+  for (int k = 0; k < 2; k++)
+    fprintf(stderr,
+            "stats: rank %d: %s: %llu forwards in %.1f ms (%.2f ms each), %.1f ms of it in "
+            "collectives (%.1f%%)\n",
+            rank, name[k], (unsigned long long)n[k], sec[k] * 1e3,
+            n[k] ? sec[k] * 1e3 / (double)n[k] : 0.0, comm_sec[k] * 1e3,
+            100.0 * comm_sec[k] / (sec[k] + 1e-12));
+  for (int k = 0; k < RX_CCL_KIND_COUNT; k++) {
+    rx_rt_comm_counter c = rx_rt_comm_counter_of(comm, (rx_ccl_kind)k);
+    if (c.calls)
+      fprintf(stderr, "stats: rank %d: %s: %llu calls, %llu bytes, %.1f ms (%.1f us each)\n", rank,
+              rx_ccl_kind_name((rx_ccl_kind)k), (unsigned long long)c.calls,
+              (unsigned long long)c.bytes, c.seconds * 1e3, c.seconds * 1e6 / (double)c.calls);
+  }
+}
+
 /* A rank other than 0: loads its part, follows rank 0, and ends when rank 0 does. */
-static int follow(const char *model, const rx_llm_model_options *mo) {
+static int follow(const char *model, const rx_llm_model_options *mo, bool stats) {
   rx_llm_model *m = NULL;
   rx_status s = rx_llm_model_load(model, mo, &m);
+  if (!s) { /* the warm-up's forwards not counted, as on rank 0 */
+    rx_rt_comm_stats_reset(mo->comm);
+    rx_llm_model_step_stats_reset(m);
+  }
   if (!s) s = rx_llm_model_follow(m);
+  if (!s && stats) print_stats(m, mo->comm);
   if (!s) /* what this rank's KV cache holds of generate's sequence: rank 0's prompt and tokens */
     fprintf(stderr, "relaxc: rank %d: followed rank 0: sequence 0 holds %lld tokens\n",
             rx_rt_comm_rank(mo->comm), (long long)rx_llm_model_seq_len(m, 0));
@@ -205,7 +239,7 @@ int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
   if (world && atoi(world) > 1) { /* under mpirun: a rank of a tensor-parallel run */
     if ((s = rx_rt_comm_create_mpi(&mo.comm))) return fail(s);
     if (rx_rt_comm_rank(mo.comm) != 0) {
-      rc = follow(g.model, &mo);
+      rc = follow(g.model, &mo, g.stats);
       rx_rt_comm_release(mo.comm);
       return rc;
     }
@@ -216,7 +250,10 @@ int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
     rx_rt_comm_release(mo.comm); /* NULL is fine */
     return fail(s);
   }
-  if (mo.comm) rx_rt_comm_stats_reset(mo.comm); /* the warm-up's collectives not counted */
+  if (mo.comm) { /* the warm-up's collectives not counted */
+    rx_rt_comm_stats_reset(mo.comm);
+    rx_llm_model_step_stats_reset(m);
+  }
   int32_t *ids = NULL, *out = NULL;
   size_t n = 0;
   rc = prompt_ids(cmd, &g, m, &ids, &n);
@@ -259,6 +296,7 @@ int cli_cmd_generate(const rx_cli_command *cmd, int argc, char **argv) {
             rx_rt_comm_size(mo.comm), (unsigned long long)calls, sec * 1e3,
             100.0 * sec * 1e3 / (st.prefill_ms + st.decode_ms + 1e-9));
   }
+  if (!rc && mo.comm && g.stats) print_stats(m, mo.comm);
   rx_llm_free(ids);
   free(out);
   rx_llm_model_free(m); /* ends the other ranks' rx_llm_model_follow */

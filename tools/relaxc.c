@@ -220,6 +220,10 @@ static const rx_cli_flag generate_flags[] = {
      "artifact's",
      NULL},
     {"--print-ids", NULL, NULL, "also print the new token ids on a line, comma-separated", NULL},
+    {"--stats", NULL, NULL,
+     "under mpirun: each rank prints its prefill and decode forwards' time, the share of it in "
+     "collectives, and each collective's calls, bytes and time",
+     NULL},
     {0}};
 
 static const rx_cli_flag serve_flags[] = {

@@ -461,27 +461,35 @@ static void tp_shard(gb *g, bool tied) {
       lw(g, l, rows[k])->split = 1;
       lw(g, l, rows[k])->split_full = lw(g, l, rows[k])->shape[0] * g->tp;
     }
-    for (size_t k = 0; k < RX_ARRAY_LEN(cols); k++) {
-      lw(g, l, cols[k])->split = 2;
-      lw(g, l, cols[k])->split_full = lw(g, l, cols[k])->shape[1] * g->tp;
+    for (size_t k = 0; k < RX_ARRAY_LEN(cols); k++) { /* --quantize: in, not the packed dim */
+      hf_w *w = lw(g, l, cols[k]);
+      w->split = 2;
+      w->split_full = (w->in ? w->in : w->shape[1]) * g->tp;
     }
   }
+  /* g->c is untied, so list_weights listed lm_head (and --quantize-embeddings quantized it, each
+   * row on its own as the table's rows are: the same groups): tied, only the checkpoint tensor it
+   * reads changes */
   hf_w *lm = gw(g, G_LM_HEAD);
-  if (tied) {
-    set_w(lm, "model.embed_tokens.weight", 2, g->c->vocab, g->c->hidden, g->T);
-    snprintf(lm->param, sizeof lm->param, "lm_head_weight");
-  }
+  if (tied) snprintf(lm->hf, sizeof lm->hf, "model.embed_tokens.weight");
   lm->present = true;
   lm->shape[0] = g->c->vocab / g->tp;
   lm->split = 1;
   lm->split_full = g->c->vocab;
+  /* --quantize-embeddings: list_quantized gave the scales (zero points) the whole vocabulary */
+  const size_t extra[2] = {lm->qs, lm->qz};
+  for (int k = 0; k < 2; k++)
+    if (extra[k]) g->w[extra[k]].shape[0] = lm->shape[0];
 }
 
 /* --tensor-parallel: this rank's block of w's checkpoint tensor src (dtype dt, w->split_full
- * along the split dim): rows are a span of the mapping, columns a copy the module owns. */
+ * along the split dim): rows are a span of the mapping, columns a copy the module owns. A weight
+ * that --quantize packs is cut before it is quantized, in its checkpoint's columns (w->in): its
+ * groups run along the columns, so a rank's rows quantize to the whole model's rows bit for bit,
+ * and so do its columns where they start at a group (hf_tp_check). */
 static const uint8_t *tp_block(gb *g, const hf_w *w, rx_dtype dt, const uint8_t *src) {
   size_t es = (size_t)(ir_dtype_bits(dt) / 8);
-  int64_t cols = w->ndim == 2 ? w->shape[1] : 1, rows = w->shape[0];
+  int64_t cols = w->ndim == 2 ? (w->in ? w->in : w->shape[1]) : 1, rows = w->shape[0];
   if (w->split == 1) return src + (size_t)(g->tp_rank * rows * cols) * es;
   uint8_t *dst = base_malloc((size_t)(rows * cols) * es);
   rx_module_on_free(g->m, free, dst);

@@ -23,13 +23,41 @@ static rx_status unsupported(int world, const char *what) {
                           what);
 }
 
+/* --quantize: a row-parallel projection (o_proj, down_proj) is cut along its input, so each rank's
+ * columns must be whole groups of the scheme for its groups to be the whole model's (the column-
+ * parallel ones are cut by rows, whose groups stay whole). A projection whose input is no whole
+ * number of groups stays dense in the whole model too (frontends/hf/llama.c's quantize_entry)
+ * and is no concern. An unknown scheme is left to the importer's own error. */
+static rx_status quantized(const rx_hf_config *c, const rx_hf_options *o, int world) {
+  rx_quant_scheme sc;
+  if (!base_quant_lookup(o->quantize, &sc)) return NULL;
+  int64_t G = base_quant_info_of(sc)->block;
+  const struct {
+    const char *name, *key;
+    int64_t in;
+  } rowp[] = {{"o_proj", "num_attention_heads * head_dim", c->heads * c->head_dim},
+              {"down_proj", "intermediate_size", c->intermediate}};
+  for (size_t i = 0; i < RX_ARRAY_LEN(rowp); i++) {
+    int64_t in = rowp[i].in;
+    if (in % G == 0 && (in / world) % G != 0)
+      return base_status_make(RX_ERR_UNSUPPORTED,
+                              "--tensor-parallel %d: --quantize %s: %s's input (%s = %lld) splits "
+                              "into %lld columns per rank, not a whole number of %lld-weight "
+                              "groups (each rank's columns must start and end at a group: a "
+                              "scheme of smaller groups, or fewer ranks)",
+                              world, o->quantize, rowp[i].name, rowp[i].key, (long long)in,
+                              (long long)(in / world), (long long)G);
+  }
+  return NULL;
+}
+
 rx_status hf_tp_check(const rx_hf_config *c, const rx_hf_options *o, bool gguf, int world) {
   if (world < 1) return base_status_make(RX_ERR_INVALID, "--tensor-parallel %d: 1..4096", world);
   if (o && (o->tp_rank < 0 || o->tp_rank >= world))
     return base_status_make(RX_ERR_INVALID, "--tensor-parallel %d: rank %d is not one of 0..%d",
                             world, o->tp_rank, world - 1);
   if (gguf) return unsupported(world, "a GGUF file (its block formats)");
-  if (o && o->quantize) return unsupported(world, "a model quantized at import (--quantize)");
+  if (o && o->quantize) RX_RETURN_IF_ERROR(quantized(c, o, world));
   if (c->quantized) return unsupported(world, "a quantized checkpoint (quantization_config)");
   if (c->experts) return unsupported(world, "a mixture of experts");
   if (c->fused_qkv || c->fused_gate_up)

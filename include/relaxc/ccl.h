@@ -62,7 +62,35 @@ RX_API void rx_rt_comm_abort(rx_rt_comm *c, int code);
 /* Time spent in the collective builtins since the communicator was made (or the last reset):
  * wall-clock seconds including the staging through host memory, and the number of calls. */
 RX_API void rx_rt_comm_stats(const rx_rt_comm *c, double *out_seconds, uint64_t *out_calls);
+/* Zeroes rx_rt_comm_stats and every rx_rt_comm_counter. */
 RX_API void rx_rt_comm_stats_reset(rx_rt_comm *c);
+
+/* The collective builtins, counted one by one (rx_rt_comm_counter). */
+typedef enum rx_ccl_kind {
+  RX_CCL_ALLREDUCE = 0,
+  RX_CCL_ALLGATHER,
+  RX_CCL_REDUCE_SCATTER,
+  RX_CCL_BROADCAST,
+  RX_CCL_SEND,
+  RX_CCL_RECV,
+  RX_CCL_KIND_COUNT
+} rx_ccl_kind;
+
+/* One builtin's share of rx_rt_comm_stats, since the communicator was made or last reset. */
+typedef struct rx_rt_comm_counter {
+  uint64_t calls; /* calls that returned (an error too) */
+  /* this rank's tensor argument (what it contributes: allgather's block, reduce_scatter's
+   * whole input, broadcast's tensor on every rank; recv: the tensor received) */
+  uint64_t bytes;
+  /* wall clock inside the builtin: the ranks' agreement check, the staging through host memory,
+   * and the collective itself, waiting for the slowest rank included */
+  double seconds;
+} rx_rt_comm_counter;
+
+/* The name of kind as the builtin's without "rx_ccl_" ("allreduce", ...); NULL when not a kind. */
+RX_API const char *rx_ccl_kind_name(rx_ccl_kind kind);
+/* kind's counter on c (all zero for a kind out of range). */
+RX_API rx_rt_comm_counter rx_rt_comm_counter_of(const rx_rt_comm *c, rx_ccl_kind kind);
 
 /* Attaches c (retained; NULL detaches) to the artifact: its collective builtins use it. */
 RX_API void rx_rt_artifact_set_comm(rx_rt_artifact *a, rx_rt_comm *c);

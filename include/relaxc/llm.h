@@ -244,6 +244,19 @@ RX_API void rx_llm_model_free(rx_llm_model *m); /* NULL is fine; rank 0 ends the
  * (the same as rank 0 gets) is printed on stderr with the rank, and the loop goes on; a
  * communication error ends it. */
 RX_API rx_status rx_llm_model_follow(rx_llm_model *m);
+/* A rank's forwards with a communicator (options.comm; every rank counts its own: rank 0's
+ * calls, a follower's runs of them): how many prefill and decode forwards ran (a packed prefill
+ * longer than the artifact's bound runs as several), their wall clock (the program's call and
+ * the logits read back, not the broadcast of the call to the followers), and the part of that
+ * spent in the collective builtins (rx_rt_comm_stats): the communication share of a step.
+ * All zero without a communicator. */
+typedef struct rx_llm_step_stats {
+  uint64_t prefills, decodes;
+  double prefill_seconds, decode_seconds;
+  double prefill_comm_seconds, decode_comm_seconds;
+} rx_llm_step_stats;
+RX_API rx_llm_step_stats rx_llm_model_step_stats(const rx_llm_model *m);
+RX_API void rx_llm_model_step_stats_reset(rx_llm_model *m);
 /* The artifact's tokenizer, or NULL when the folder had no tokenizer.json (borrowed). */
 RX_API const rx_tokenizer *rx_llm_model_tokenizer(const rx_llm_model *m);
 /* The artifact's chat template (rx_chat_template_render), or NULL when the model had none

@@ -105,8 +105,21 @@ static void split_at(const rx_rt_tensor *t, int axis, size_t *outer, size_t *inn
   for (int i = axis + 1; i < rx_rt_tensor_ndim(t); i++) *inner *= (size_t)d[i];
 }
 
-static rx_status finish(rx_rt_comm *comm, double t0, rx_status s) {
-  if (comm) rt_ccl_account(comm, rt_ccl_now() - t0);
+/* A call's clock starts once the kernels queued before it are done: with host staging the
+ * read of its tensor (or recv's upload) would wait for them there, and their time is the
+ * forward's, not communication. With NCCL the collective is queued in the stream's order and
+ * nothing waits: its time is the host's, queueing it. */
+static void start_clock(const vm_extern_call *c, rx_rt_comm *comm, double *t0) {
+  /* a device error here comes back at the read, after the ranks have agreed (as without this
+   * wait), so that no rank returns while the others wait for it in the agreement */
+  if (comm && c->device && !rt_nccl_on(comm, c->device))
+    rx_status_free(rx_rt_device_synchronize(c->device));
+  *t0 = rt_ccl_now();
+}
+
+/* the call counted on the communicator (rx_rt_comm_counter_of): kind, its tensor's bytes */
+static rx_status finish(rx_rt_comm *comm, rx_ccl_kind kind, size_t bytes, double t0, rx_status s) {
+  if (comm) rt_ccl_account(comm, kind, bytes, rt_ccl_now() - t0);
   return s;
 }
 
@@ -206,11 +219,12 @@ rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *
     return base_status_make(RX_ERR_UNSUPPORTED, "%s: %s: expected f32, f16, bf16, f64, i32 or i64",
                             c->name, rx_rt_dtype_name(dt));
   rx_rt_comm *comm = comm_of(c);
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, op ? "op max" : "op sum", op, 0) : NULL;
   if (!s && rt_nccl_on(comm, c->device))
-    return finish(comm, t0,
+    return finish(comm, RX_CCL_ALLREDUCE, rx_rt_tensor_bytes(x), t0,
                   base_status_annotate(dev_allreduce(c, comm, x, op, result), "%s", c->name));
   if (!s) s = read_host(x, &buf);
   if (!s && comm)
@@ -218,7 +232,8 @@ rx_status rt_ccl_builtin_allreduce(const vm_extern_call *c, rx_rt_value *const *
                          (rt_ccl_op)op);
   if (!s) s = make_result(c, dt, rx_rt_tensor_ndim(x), rx_rt_tensor_shape(x), buf, result);
   free(buf);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_ALLREDUCE, rx_rt_tensor_bytes(x), t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 static rx_status axis_arg(const vm_extern_call *c, rx_rt_value *const *args, size_t i,
@@ -240,7 +255,8 @@ rx_status rt_ccl_builtin_allgather(const vm_extern_call *c, rx_rt_value *const *
   RX_RETURN_IF_ERROR(axis_arg(c, args, 1, x, &axis));
   rx_rt_comm *comm = comm_of(c);
   int w = comm ? rx_rt_comm_size(comm) : 1;
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   size_t bytes = rx_rt_tensor_bytes(x), outer = 1, inner = 1;
   split_at(x, (int)axis, &outer, &inner);
   void *buf = NULL;
@@ -251,7 +267,7 @@ rx_status rt_ccl_builtin_allgather(const vm_extern_call *c, rx_rt_value *const *
     memcpy(shape, rx_rt_tensor_shape(x), sizeof shape[0] * (size_t)rx_rt_tensor_ndim(x));
     shape[axis] *= w;
     s = dev_allgather(c, comm, x, shape, outer, result);
-    return finish(comm, t0, base_status_annotate(s, "%s", c->name));
+    return finish(comm, RX_CCL_ALLGATHER, bytes, t0, base_status_annotate(s, "%s", c->name));
   }
   if (!s) s = read_host(x, &buf);
   if (!s && !(all = malloc(bytes * (size_t)w + 1)))
@@ -275,7 +291,8 @@ rx_status rt_ccl_builtin_allgather(const vm_extern_call *c, rx_rt_value *const *
   free(buf);
   free(all);
   free(out);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_ALLGATHER, bytes, t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 /* ---- rx_ccl_reduce_scatter(x, prim(axis), prim(op)) ---- */
@@ -302,7 +319,8 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
                             "%s: %s: dim %lld (%lld) is not divisible by the world size %d",
                             c->name, ty, (long long)axis, (long long)dim, w);
   }
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   size_t bytes = rx_rt_tensor_bytes(x), outer = 1, inner = 1, es = rx_rt_dtype_size(dt);
   split_at(x, (int)axis, &outer, &inner);
   size_t blk = (size_t)(dim / w) * inner * es; /* bytes of one rank's block in one outer row */
@@ -314,7 +332,7 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
     memcpy(shape, rx_rt_tensor_shape(x), sizeof shape[0] * (size_t)rx_rt_tensor_ndim(x));
     shape[axis] /= w;
     s = dev_reduce_scatter(c, comm, x, shape, outer, op, result);
-    return finish(comm, t0, base_status_annotate(s, "%s", c->name));
+    return finish(comm, RX_CCL_REDUCE_SCATTER, bytes, t0, base_status_annotate(s, "%s", c->name));
   }
   if (!s) s = read_host(x, &buf);
   if (!s && !(packed = malloc(bytes + 1))) s = rt_oom("reduce_scatter's blocks", bytes);
@@ -340,7 +358,8 @@ rx_status rt_ccl_builtin_reduce_scatter(const vm_extern_call *c, rx_rt_value *co
   free(buf);
   free(packed);
   free(out);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_REDUCE_SCATTER, bytes, t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 /* ---- rx_ccl_broadcast(x, prim(root)) ---- */
@@ -354,11 +373,12 @@ rx_status rt_ccl_builtin_broadcast(const vm_extern_call *c, rx_rt_value *const *
   rx_rt_comm *comm = comm_of(c);
   int w = comm ? rx_rt_comm_size(comm) : 1;
   RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 1, "root", 0, w - 1, &root));
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   void *buf = NULL;
   rx_status s = comm ? agree(c, comm, x, "the same root", root, 0) : NULL;
   if (!s && rt_nccl_on(comm, c->device))
-    return finish(comm, t0,
+    return finish(comm, RX_CCL_BROADCAST, rx_rt_tensor_bytes(x), t0,
                   base_status_annotate(dev_broadcast(c, comm, x, root, result), "%s", c->name));
   if (!s) s = read_host(x, &buf);
   if (!s && comm) s = rt_ccl_bcast(comm, buf, rx_rt_tensor_bytes(x), (int)root);
@@ -366,7 +386,8 @@ rx_status rt_ccl_builtin_broadcast(const vm_extern_call *c, rx_rt_value *const *
     s = make_result(c, rx_rt_tensor_dtype(x), rx_rt_tensor_ndim(x), rx_rt_tensor_shape(x), buf,
                     result);
   free(buf);
-  return finish(comm, t0, s ? base_status_annotate(s, "%s", c->name) : NULL);
+  return finish(comm, RX_CCL_BROADCAST, rx_rt_tensor_bytes(x), t0,
+                s ? base_status_annotate(s, "%s", c->name) : NULL);
 }
 
 /* send and recv need a communicator and a peer other than this rank */
@@ -398,7 +419,8 @@ rx_status rt_ccl_builtin_send(const vm_extern_call *c, rx_rt_value *const *args,
   RX_RETURN_IF_ERROR(want_args(c, nargs, 2));
   RX_RETURN_IF_ERROR(arg_tensor(c, args, 0, &x));
   RX_RETURN_IF_ERROR(peer_arg(c, args, 1, &comm, &peer));
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   int nd = rx_rt_tensor_ndim(x);
   size_t bytes = rx_rt_tensor_bytes(x), hdr = MSG_HEADER(nd);
   uint8_t *msg = malloc(hdr + bytes);
@@ -417,7 +439,7 @@ rx_status rt_ccl_builtin_send(const vm_extern_call *c, rx_rt_value *const *args,
     rx_rt_value_retain(args[0]);
     *result = args[0];
   }
-  return finish(comm, t0,
+  return finish(comm, RX_CCL_SEND, bytes, t0,
                 s ? base_status_annotate(s, "%s to rank %lld", c->name, (long long)peer) : NULL);
 }
 
@@ -476,13 +498,14 @@ rx_status rt_ccl_builtin_recv(const vm_extern_call *c, rx_rt_value *const *args,
   int nd = (int)(nargs - 2);
   for (int i = 0; i < nd; i++)
     RX_RETURN_IF_ERROR(vm_extern_arg_int(c, args, 2 + (size_t)i, "dim", 0, INT64_MAX, &shape[i]));
-  double t0 = rt_ccl_now();
+  double t0 = 0;
+  start_clock(c, comm, &t0);
   void *msg = NULL;
   size_t got = 0;
   rx_status s = rt_ccl_recv(comm, (int)peer, &msg, &got);
   if (!s) s = receive(c, comm, (int)peer, (rx_dtype)dtype, nd, shape, msg, got, result);
   free(msg);
-  return finish(comm, t0,
+  return finish(comm, RX_CCL_RECV, s ? 0 : rx_rt_tensor_bytes(rx_rt_value_tensor(*result)), t0,
                 s ? base_status_annotate(s, "%s from rank %lld", c->name, (long long)peer) : NULL);
 }
 

@@ -15,9 +15,10 @@ struct rx_rt_comm {
   int rank, size;
   double seconds; /* in the builtins (rt_ccl_account) */
   uint64_t calls;
-  void *comm;                /* MPI_Comm (Open MPI: a pointer) */
-  void *half_ops[2][2];      /* MPI_Op of [f16, bf16][sum, max] */
-  void *nccl;                /* ncclComm_t; NULL: none */
+  rx_rt_comm_counter counters[RX_CCL_KIND_COUNT]; /* the same, builtin by builtin */
+  void *comm;                                     /* MPI_Comm (Open MPI: a pointer) */
+  void *half_ops[2][2];                           /* MPI_Op of [f16, bf16][sum, max] */
+  void *nccl;                                     /* ncclComm_t; NULL: none */
   rx_rt_device *nccl_device; /* the CUDA device NCCL's communicator lives on (retained) */
 };
 
@@ -56,8 +57,8 @@ rx_status rt_nccl_bcast(rx_rt_comm *c, rx_rt_buffer *src, rx_rt_buffer *dst, siz
 rx_status rt_nccl_send(rx_rt_comm *c, rx_rt_buffer *src, size_t bytes, int peer);
 rx_status rt_nccl_recv(rx_rt_comm *c, rx_rt_buffer *dst, size_t bytes, int peer);
 
-/* The builtins' time (rx_rt_comm_stats). */
-void rt_ccl_account(rx_rt_comm *c, double seconds);
+/* A builtin's call of kind, its tensor's bytes and its time (rx_rt_comm_stats, counters). */
+void rt_ccl_account(rx_rt_comm *c, rx_ccl_kind kind, size_t bytes, double seconds);
 double rt_ccl_now(void);
 
 /* ---- the builtins (runtime/externs.c's table; arguments: docs/distributed.md) ---- */

@@ -26,9 +26,26 @@ double rt_ccl_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void rt_ccl_account(rx_rt_comm *c, double seconds) {
+void rt_ccl_account(rx_rt_comm *c, rx_ccl_kind kind, size_t bytes, double seconds) {
   c->seconds += seconds;
   c->calls++;
+  c->counters[kind].calls++;
+  c->counters[kind].bytes += bytes;
+  c->counters[kind].seconds += seconds;
+}
+
+static const char *const kind_names[] = {"allreduce", "allgather", "reduce_scatter",
+                                         "broadcast", "send",      "recv"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == RX_CCL_KIND_COUNT,
+               "a name for every rx_ccl_kind");
+
+const char *rx_ccl_kind_name(rx_ccl_kind kind) {
+  return (unsigned)kind < RX_CCL_KIND_COUNT ? kind_names[kind] : NULL;
+}
+
+rx_rt_comm_counter rx_rt_comm_counter_of(const rx_rt_comm *c, rx_ccl_kind kind) {
+  rx_rt_comm_counter none = {0};
+  return (unsigned)kind < RX_CCL_KIND_COUNT ? c->counters[kind] : none;
 }
 
 bool rt_ccl_reducible(rx_dtype t) {
@@ -47,6 +64,7 @@ void rx_rt_comm_stats(const rx_rt_comm *c, double *out_seconds, uint64_t *out_ca
 void rx_rt_comm_stats_reset(rx_rt_comm *c) {
   c->seconds = 0;
   c->calls = 0;
+  memset(c->counters, 0, sizeof c->counters);
 }
 
 static mpi_api M; /* libmpi's entry points and handles, once loaded */

@@ -31,8 +31,9 @@ struct rx_llm_model {
   int32_t eos[LLM_MAX_EOS];
   int neos;
   char device_name[300];
-  rx_rt_comm *comm; /* tensor parallelism (options.comm, retained); NULL: one process */
-  bool leading;     /* rank 0 of several, loaded: broadcasts its calls (llm_lead) */
+  rx_rt_comm *comm;        /* tensor parallelism (options.comm, retained); NULL: one process */
+  bool leading;            /* rank 0 of several, loaded: broadcasts its calls (llm_lead) */
+  rx_llm_step_stats steps; /* with comm: forward's time and its collectives' */
 };
 
 static const void *section(const rx_rt_artifact *a, const char *name, size_t *out_size) {
@@ -433,9 +434,39 @@ int64_t rx_llm_model_kv_free_tokens(const rx_llm_model *m) {
 
 /* Runs fn (prefill or decode) over the b sequences seqs with counts[i] new tokens each (ids,
  * n = their sum, packed) and reads b rows of vocab logits. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static rx_status forward_call(rx_llm_model *m, const char *fn, const int64_t *seqs,
+                              const int64_t *counts, size_t b, const int32_t *ids, size_t n,
+                              float *out_logits);
+
+/* forward_call, timed with its collectives where there is a communicator (m->steps) */
 static rx_status forward(rx_llm_model *m, const char *fn, const int64_t *seqs,
                          const int64_t *counts, size_t b, const int32_t *ids, size_t n,
                          float *out_logits) {
+  if (!m->comm) return forward_call(m, fn, seqs, counts, b, ids, n, out_logits);
+  double c0 = 0, c1 = 0, t0 = now_s();
+  rx_rt_comm_stats(m->comm, &c0, NULL);
+  rx_status s = forward_call(m, fn, seqs, counts, b, ids, n, out_logits);
+  double t = now_s() - t0;
+  rx_rt_comm_stats(m->comm, &c1, NULL);
+  bool prefill = !strcmp(fn, "prefill");
+  *(prefill ? &m->steps.prefills : &m->steps.decodes) += 1;
+  *(prefill ? &m->steps.prefill_seconds : &m->steps.decode_seconds) += t;
+  *(prefill ? &m->steps.prefill_comm_seconds : &m->steps.decode_comm_seconds) += c1 - c0;
+  return s;
+}
+
+rx_llm_step_stats rx_llm_model_step_stats(const rx_llm_model *m) { return m->steps; }
+void rx_llm_model_step_stats_reset(rx_llm_model *m) { memset(&m->steps, 0, sizeof m->steps); }
+
+static rx_status forward_call(rx_llm_model *m, const char *fn, const int64_t *seqs,
+                              const int64_t *counts, size_t b, const int32_t *ids, size_t n,
+                              float *out_logits) {
   int64_t nn = (int64_t)n, bb = (int64_t)b;
   rx_rt_tensor *t = NULL;
   rx_rt_value *args[4] = {NULL, m->cache, m->batch, NULL}, *res = NULL;

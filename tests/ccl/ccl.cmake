@@ -99,6 +99,17 @@ add_test(NAME ccl.pp_tiny-llama-gqa_2
                  -DSANITIZED=${rx_ccl_sanitized} -P ${CMAKE_CURRENT_LIST_DIR}/tp_llm.cmake)
 set_tests_properties(ccl.pp_tiny-llama-gqa_2 PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
                      LABELS "vulkan;mpi" TIMEOUT 400)
+# the preset on weights quantized at import (--quantize with zero points; the embedding table and
+# the tied lm_head too; Qwen2's q/k/v biases) against the same model quantized whole
+add_test(NAME ccl.tp_tiny-qwen2_q4_2
+         COMMAND ${CMAKE_COMMAND} -DRELAXC=$<TARGET_FILE:relaxc> -DTEST=$<TARGET_FILE:tp_llm_test>
+                 -DMPIRUN=${RX_MPIRUN} "-DMPIRUN_ARGS=${RX_MPIRUN_ARGS}" -DN=2
+                 -DMODEL=${CMAKE_SOURCE_DIR}/tests/llm/models/tiny-qwen2
+                 "-DQUANTIZE=--quantize;q4f16a_g32;--quantize-embeddings"
+                 -DWORK=${CMAKE_CURRENT_BINARY_DIR}/ccl_tp_tiny-qwen2_q4_2
+                 -DSANITIZED=${rx_ccl_sanitized} -P ${CMAKE_CURRENT_LIST_DIR}/tp_llm.cmake)
+set_tests_properties(ccl.tp_tiny-qwen2_q4_2 PROPERTIES ENVIRONMENT "${RX_RT_VK_ENV}"
+                     LABELS "vulkan;mpi" TIMEOUT 400)
 # runtime/ccl/mpi_api.h against Open MPI's mpi.h (where CMake finds MPI; no MPI is needed to build
 # the runtime itself)
 find_package(MPI COMPONENTS C QUIET)

@@ -409,6 +409,55 @@ static void bench_sendrecv(rx_rt_artifact *a, rx_rt_device *dev) {
   }
 }
 
+/* The per-builtin counters (rx_rt_comm_counter_of) of a known sequence of calls: calls and bytes
+ * exact (this rank's tensor argument; recv: the tensor received), every time > 0, and their sum
+ * rx_rt_comm_stats's. */
+static void check_counters(rx_rt_artifact *a, rx_rt_device *dev, rx_rt_comm *comm, rx_dtype dt) {
+  size_t es = dt == RX_DTYPE_F16 ? 2 : 4;
+  bool partner = (rank ^ 1) < world; /* sr: a send and a recv */
+  struct {
+    const char *fn;
+    int64_t m, n;
+  } calls[] = {{"ar_sum", 0, 7},      {"ar_max", 0, 1000}, {"ag1", 3, 5},
+               {"rs1", 3, 2 * world}, {"bc", 0, 33},       {"sr", 0, 7}};
+  const uint64_t want_calls[RX_CCL_KIND_COUNT] = {2, 1, 1, 1, partner, partner},
+                 want_bytes[RX_CCL_KIND_COUNT] = {(7 + 1000) * es,
+                                                  15 * es,
+                                                  (uint64_t)(6 * world) * es,
+                                                  33 * es,
+                                                  partner ? 7 * es : 0,
+                                                  partner ? 7 * es : 0};
+  rx_rt_comm_stats_reset(comm);
+  for (size_t k = 0; k < RX_ARRAY_LEN(calls) && (partner || k < 5); k++) {
+    rx_rt_value *x = input(dev, dt, rank, calls[k].m, calls[k].n), *res = NULL;
+    CHECK_OK(rx_rt_vm_call_values(a, calls[k].fn, &x, 1, &res));
+    rx_rt_value_release(res);
+    rx_rt_value_release(x);
+  }
+  double total = 0, sum = 0;
+  uint64_t ncalls = 0, nsum = 0;
+  rx_rt_comm_stats(comm, &total, &ncalls);
+  for (int k = 0; k < RX_CCL_KIND_COUNT; k++) {
+    rx_rt_comm_counter c = rx_rt_comm_counter_of(comm, (rx_ccl_kind)k);
+    const char *name = rx_ccl_kind_name((rx_ccl_kind)k);
+    CHECK_MSG(name != NULL, "rx_ccl_kind_name(%d) is NULL", k);
+    CHECK_MSG(c.calls == want_calls[k], "%s %s: %llu calls counted, expected %llu", tname(dt), name,
+              (unsigned long long)c.calls, (unsigned long long)want_calls[k]);
+    CHECK_MSG(c.bytes == want_bytes[k], "%s %s: %llu bytes counted, expected %llu", tname(dt), name,
+              (unsigned long long)c.bytes, (unsigned long long)want_bytes[k]);
+    CHECK_MSG(!c.calls || c.seconds > 0, "%s %s: %g seconds for %llu calls", tname(dt), name,
+              c.seconds, (unsigned long long)c.calls);
+    sum += c.seconds, nsum += c.calls;
+  }
+  CHECK_INT_EQ(ncalls, nsum);
+  CHECK_MSG(fabs(total - sum) <= 1e-9 * (1 + total), "the counters' time %g, the total %g", sum,
+            total);
+  CHECK_MSG(rx_ccl_kind_name(RX_CCL_KIND_COUNT) == NULL, "a name for a kind out of range");
+  CHECK_INT_EQ(rx_rt_comm_counter_of(comm, RX_CCL_KIND_COUNT).calls, 0);
+  rx_rt_comm_stats_reset(comm);
+  CHECK_INT_EQ(rx_rt_comm_counter_of(comm, RX_CCL_ALLREDUCE).calls, 0);
+}
+
 /* The fake NCCL's trace (--cuda): every collective went through NCCL, and nothing was misused. */
 static void check_fake_nccl(void *fake, bool after_release) {
   int (*count)(const char *) = (int (*)(const char *))dlsym(fake, "fake_nccl_count");
@@ -501,6 +550,7 @@ int main(int argc, char **argv) {
       check_allgather(a, dev, dt, sizes[k]);
       check_reduce_scatter(a, dev, dt, sizes[k]);
     }
+    check_counters(a, dev, comm, dt);
     if (di == 0) check_errors(a, dev);
     if (di == 0 && !cuda) check_broadcast_idle(comm);
     rx_rt_artifact_release(a);

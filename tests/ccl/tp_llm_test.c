@@ -1,7 +1,10 @@
 /* tests/ccl/tp_llm_test.c: a tensor-parallel LLM (the Megatron preset, `relaxc compile HF_DIR
  * --tensor-parallel N`) under mpirun against the same model compiled whole, on lavapipe:
  *
- *   mpirun -n N tp_llm_test SHARDED.rxm WHOLE.rxm
+ *   mpirun -n N tp_llm_test SHARDED.rxm WHOLE.rxm [--quick]
+ *
+ * (--quick: 2 decode steps instead of 5 and a greedy generation of 6 tokens instead of 12, for
+ * the models quantized at import, whose kernels run slower on lavapipe.)
  *
  * SHARDED may as well be N pipeline stages (`relaxc compile HF_DIR --pipeline-parallel N`): the
  * stages' layers run one after another with the same kernels (measured: the logits equal the
@@ -27,6 +30,7 @@
 enum { V_MAX = 1 << 16, B = 3 };
 
 static double max_rel = 0; /* the largest relative L2 error of a logits row seen */
+static int decode_steps = 5, greedy_tokens = 12; /* --quick: 2 and 6 */
 
 /* rows of vocab logits of the sharded model (a) against the whole one's (b): relative L2 per row,
  * and the same argmax (greedy token) per row. */
@@ -75,7 +79,7 @@ static void drive(rx_llm_model *s, rx_llm_model *w) {
   CHECK_OK(rx_llm_prefill(w, 1, ids + 20, 7, lw));
   compare("continued prefill (7 tokens after 7)", ls, lw, 1, vocab);
   int32_t next[B] = {argmax(lw, vocab), argmax(lw, vocab), argmax(lw, vocab)};
-  for (int step = 0; step < 5; step++) {
+  for (int step = 0; step < decode_steps; step++) {
     CHECK_OK(rx_llm_decode(s, seqs, next, B, ls));
     CHECK_OK(rx_llm_decode(w, seqs, next, B, lw));
     char what[64];
@@ -88,7 +92,7 @@ static void drive(rx_llm_model *s, rx_llm_model *w) {
     rx_llm_model_reset(w, seqs[r]);
   }
   /* greedy generation: the same tokens */
-  rx_llm_generate_params p = {.sampling = rx_sampler_default_params(), .max_tokens = 12};
+  rx_llm_generate_params p = {.sampling = rx_sampler_default_params(), .max_tokens = greedy_tokens};
   p.sampling.temperature = 0;
   int32_t prompt[4] = {1, 5, 9, 3}, out_s[12] = {0}, out_w[12] = {0};
   rx_llm_generate_stats st_s = {0}, st_w = {0};
@@ -106,10 +110,12 @@ static void drive(rx_llm_model *s, rx_llm_model *w) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc != 3) {
-    fprintf(stderr, "usage: mpirun -n N tp_llm_test SHARDED.rxm WHOLE.rxm\n");
+  bool quick = argc == 4 && !strcmp(argv[3], "--quick");
+  if (argc != 3 && !quick) {
+    fprintf(stderr, "usage: mpirun -n N tp_llm_test SHARDED.rxm WHOLE.rxm [--quick]\n");
     return 2;
   }
+  if (quick) decode_steps = 2, greedy_tokens = 6;
   rx_rt_comm *comm = NULL;
   rx_status st = rx_rt_comm_create_mpi(&comm);
   if (st) {
