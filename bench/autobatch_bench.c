@@ -18,7 +18,8 @@
  *             lattices of sentences of --chars characters
  * Each run starts from inputs already on the device and ends synchronized with every checked
  * output (every call's, acrobat_ref.h's TreeLSTM: every node's h) in a tensor of its own; the
- * time is the best of --reps runs after one warm-up run, in wall-clock time and in the process's
+ * time is the best of --reps runs after one warm-up run (the ways interleaved: each rep runs
+ * every way once, in the order of the table), in wall-clock time and in the process's
  * CPU time (all threads: on lavapipe the device is the process's own worker threads, so CPU time
  * is the work done, less disturbed than wall time by other load on a shared machine). The
  * batched run includes the batcher's stacking and splitting copies and its bookkeeping; the
@@ -298,8 +299,10 @@ static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, con
     out[way] = bm_outputs_new(g);
     best[way][0] = best[way][1] = 1e300;
   }
-  for (int way = 0; way < NWAYS && !st; way++)
-    for (int r = 0; r <= reps + 1 && !st; r++) { /* warm-up, reps, the checked run */
+  /* the ways interleaved (each rep runs every way once), so that a change of the machine's load
+   * during the bench falls on every way alike rather than on the ways timed then */
+  for (int r = 0; r <= reps + 1 && !st; r++) /* warm-up, reps, the checked run */
+    for (int way = 0; way < NWAYS && !st; way++) {
       double ms[2] = {0, 0};
       bm_outputs_free(g, out[way]);
       out[way] = bm_outputs_new(g);
