@@ -51,6 +51,7 @@
 #define AB_MAX_OUTS           16  /* outputs of a function that get an arena */
 #define AB_FIRST_RUN_EPISODES 300 /* the FSM's training at its first run, when not trained */
 #define AB_CAL_SINGLE         5   /* timed unbatched calls per function (the first: a warm-up) */
+#define AB_CAL_BATCHERS       2   /* batchers of an artifact that calibrate (the first: cold) */
 #define AB_CAL_BATCHED                                                                             \
   3 /* timed batched calls per function (the first: a warm-up): fewer,                             \
        they cost more where batching does not pay */
@@ -1140,16 +1141,26 @@ static double ab_now(const rx_rt_batcher *b) {
 }
 
 /* The artifact's slot for f's crossover on the path its batches take (the batched form, or the
- * index-array form when gathers are on and the artifact has it): a crossover measured by one
- * batcher serves every later batcher of the artifact, which then times nothing (the
- * calibration's synchronizations and batched samples are paid once per artifact). */
-static size_t *cost_cache(const rx_rt_batcher *b, const ab_fn *f) {
-  return &b->a->fns[f->index].batch_crossover[!b->no_gather && f->gather];
+ * index-array form when gathers are on and the artifact has it), and its count of calibrations.
+ * The first AB_CAL_BATCHERS batchers of an artifact that run f calibrate it, each its own, and
+ * the last of them leaves its crossover here; every later batcher takes it and times nothing
+ * (the calibration's synchronizations and batched samples are paid per artifact, not per
+ * batcher). Not the first alone: it runs on cold caches (the device's buffer cache has no buffers
+ * of the batch sizes yet, so a timed batched call of a new size allocates device memory), and on
+ * lavapipe its batched samples came out up to twice the later ones', the crossover "never" on
+ * models where batching pays. */
+static size_t *cost_cache(const rx_rt_batcher *b, const ab_fn *f, unsigned **out_count) {
+  vm_fn *v = &b->a->fns[f->index];
+  int path = !b->no_gather && f->gather;
+  if (out_count) *out_count = &v->batch_calibrations[path];
+  return &v->batch_crossover[path];
 }
 
-/* f's crossover from the artifact when a batcher of it measured one and f has none yet. */
-static void cost_from_cache(const rx_rt_batcher *b, ab_fn *f) {
-  if (!f->cost.crossover) f->cost.crossover = *cost_cache(b, f);
+/* f's crossover from the artifact once its calibrating batchers are done, when f has none yet. */
+static size_t cached_crossover(const rx_rt_batcher *b, const ab_fn *f) {
+  unsigned *count = NULL;
+  size_t g = *cost_cache(b, f, &count);
+  return *count >= AB_CAL_BATCHERS ? g : 0;
 }
 
 /* Runs batch[0..g) batched (g >= 2) or call batch[0] alone (g == 1), timed: a device
@@ -1169,7 +1180,9 @@ static rx_status run_timed(rx_rt_batcher *b, ab_fn *f, const size_t *batch, size
     c->single[c->nsingle++] = t;
   if (c->nsingle == AB_CAL_SINGLE && c->nbatched == AB_CAL_BATCHED && !c->crossover) {
     c->crossover = rt_abp_crossover(c->single, c->nsingle, c->batched, c->batched_g, c->nbatched);
-    *cost_cache(b, f) = c->crossover;
+    unsigned *count = NULL;
+    *cost_cache(b, f, &count) = c->crossover;
+    (*count)++;
   }
   return NULL;
 }
@@ -1234,7 +1247,7 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
       rx_rt_tensor_release(b->fns[f].arena[o].t);
       b->fns[f].arena[o] = (ab_arena){NULL, 0};
     }
-    cost_from_cache(b, &b->fns[f]);
+    if (!b->fns[f].cost.crossover) b->fns[f].cost.crossover = cached_crossover(b, &b->fns[f]);
   }
   for (size_t i = 0; i < b->ncalls; i++)
     if (!b->calls[i].done) b->fns[b->calls[i].fn].pending++;
@@ -1381,7 +1394,7 @@ rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, si
     if (!strcmp(b->fns[f].name, fn)) {
       *out_g = b->min_batch               ? b->min_batch
                : b->fns[f].cost.crossover ? b->fns[f].cost.crossover
-                                          : *cost_cache(b, &b->fns[f]);
+                                          : cached_crossover(b, &b->fns[f]);
       return NULL;
     }
   return base_status_make(RX_ERR_NOT_FOUND, "batcher: get_crossover: no function '%s' registered",

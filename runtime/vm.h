@@ -67,9 +67,10 @@ typedef struct vm_fn {
   const char **storages; /* ALLOC_STORAGE size expressions */
   uint32_t *call_at;     /* per word: at a CALL_KERNELS, its index in the artifact's calls */
   /* the runtime batcher's measured crossover for this function (runtime/autobatch.c, cost-aware
-   * batching), [0] over its batched form, [1] its index-array form: 0 until a batcher of this
-   * artifact calibrated it; kept here so that a later batcher does not time calls again */
+   * batching), [0] over its batched form, [1] its index-array form, and how many batchers of this
+   * artifact measured it: kept here so that later batchers do not time calls again */
   size_t batch_crossover[2];
+  unsigned batch_calibrations[2];
 } vm_fn;
 
 struct rx_rt_artifact {
