@@ -285,6 +285,25 @@ static void print_row(const char *title, const bm_graph *g, int way, double best
          e_ref);
 }
 
+/* The crossover of each of g's functions that the artifact keeps (measured by the first batcher
+ * that calibrated it: cost-aware batching), on stderr: the table on stdout stays a table. */
+static void print_crossovers(const bench_model *m, const bm_graph *g, rx_rt_artifact *a) {
+  rx_rt_batcher *b = NULL;
+  rx_status st = bm_batcher(g, a, &b);
+  fprintf(stderr, "autobatch_bench: %s: crossover", m->name);
+  for (int f = 0; f < g->nfns && !st; f++) {
+    size_t x = 0;
+    st = rx_rt_batcher_get_crossover(b, g->fns[f].name, &x);
+    if (x == SIZE_MAX)
+      fprintf(stderr, " %s never", g->fns[f].name);
+    else
+      fprintf(stderr, " %s %zu", g->fns[f].name, x);
+  }
+  fprintf(stderr, "%s\n", st ? " (error)" : "");
+  rx_status_free(st);
+  rx_rt_batcher_release(b);
+}
+
 /* Best of reps runs after one warm-up, for every way, then each way's last run checked against
  * the one-at-a-time run and the reference; prints a row per way. */
 static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, const char *title,
@@ -311,6 +330,7 @@ static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, con
         if (ms[k] < best[way][k]) best[way][k] = ms[k];
     }
   int rc = 0;
+  print_crossovers(m, g, a);
   for (int way = 0; way < NWAYS && !st; way++) {
     double e_xy = 0, e_bref = 0, e_sref = 0, e_yx = 0;
     size_t n = 0;
