@@ -50,11 +50,18 @@
 #define AB_MAX_PARAMS         64  /* parameters of a batched function */
 #define AB_MAX_OUTS           16  /* outputs of a function that get an arena */
 #define AB_FIRST_RUN_EPISODES 300 /* the FSM's training at its first run, when not trained */
-#define AB_CAL_SINGLE         5   /* timed unbatched calls per function (the first: a warm-up) */
+#define AB_CAL_SINGLE         9   /* timed unbatched calls per function (the first: a warm-up) */
 #define AB_CAL_BATCHERS       2   /* batchers of an artifact that calibrate (the first: cold) */
-#define AB_CAL_BATCHED                                                                             \
-  3 /* timed batched calls per function (the first: a warm-up): fewer,                             \
-       they cost more where batching does not pay */
+/* timed batched calls per function (the first: a warm-up): fewer, they cost more where batching
+ * does not pay. The least of 8 and of 4 samples: with 4 and 2 (before the crossover was kept in
+ * the artifact, when every batcher paid for its samples) the LSTM cell's crossover came out
+ * anywhere from 4 to 8 on the loaded machine (CPU time), where its batched calls of 4 and 5 rows
+ * cost about 6 unbatched ones in the runs themselves. */
+#define AB_CAL_BATCHED 5
+/* Batch g calls only where the measured line predicts at most this share of g unbatched calls:
+ * a round batched by a crossover measured too low costs the whole misprediction, one left
+ * unbatched by the margin forgoes at most the margin. */
+#define AB_CAL_MARGIN 0.9
 
 /* Cost-aware batching: the timed calls of one function (seconds, a device synchronization before
  * and after each) and the crossover they give (rt_abp_crossover), computed once when both kinds
@@ -1145,10 +1152,10 @@ static double ab_now(const rx_rt_batcher *b) {
  * The first AB_CAL_BATCHERS batchers of an artifact that run f calibrate it, each its own, and
  * the last of them leaves its crossover here; every later batcher takes it and times nothing
  * (the calibration's synchronizations and batched samples are paid per artifact, not per
- * batcher). Not the first alone: it runs on cold caches (the device's buffer cache has no buffers
- * of the batch sizes yet, so a timed batched call of a new size allocates device memory), and on
- * lavapipe its batched samples came out up to twice the later ones', the crossover "never" on
- * models where batching pays. */
+ * batcher). Not the first alone: it runs cold (its batched calls are the first of their sizes:
+ * the device's buffer cache has no buffers of those sizes yet), and on lavapipe its crossover came
+ * out "never" for the nested RNN's cells and the encoder, where the second batcher's (2 and 3; 2)
+ * batch for a 1.1x to 1.9x gain. */
 static size_t *cost_cache(const rx_rt_batcher *b, const ab_fn *f, unsigned **out_count) {
   vm_fn *v = &b->a->fns[f->index];
   int path = !b->no_gather && f->gather;
@@ -1179,7 +1186,9 @@ static rx_status run_timed(rx_rt_batcher *b, ab_fn *f, const size_t *batch, size
   } else if (g == 1 && c->nsingle < AB_CAL_SINGLE)
     c->single[c->nsingle++] = t;
   if (c->nsingle == AB_CAL_SINGLE && c->nbatched == AB_CAL_BATCHED && !c->crossover) {
-    c->crossover = rt_abp_crossover(c->single, c->nsingle, c->batched, c->batched_g, c->nbatched);
+    double s[AB_CAL_SINGLE];
+    for (size_t k = 0; k < c->nsingle; k++) s[k] = AB_CAL_MARGIN * c->single[k];
+    c->crossover = rt_abp_crossover(s, c->nsingle, c->batched, c->batched_g, c->nbatched);
     unsigned *count = NULL;
     *cost_cache(b, f, &count) = c->crossover;
     (*count)++;
