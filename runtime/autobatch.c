@@ -1147,27 +1147,59 @@ static double ab_now(const rx_rt_batcher *b) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The artifact's slot for f's crossover on the path its batches take (the batched form, or the
- * index-array form when gathers are on and the artifact has it), and its count of calibrations.
- * The first AB_CAL_BATCHERS batchers of an artifact that run f calibrate it, each its own, and
- * the last of them leaves its crossover here; every later batcher takes it and times nothing
- * (the calibration's synchronizations and batched samples are paid per artifact, not per
- * batcher). Not the first alone: it runs cold (its batched calls are the first of their sizes:
- * the device's buffer cache has no buffers of those sizes yet), and on lavapipe its crossover came
- * out "never" for the nested RNN's cells and the encoder, where the second batcher's (2 and 3; 2)
- * batch for a 1.1x to 1.9x gain. */
-static size_t *cost_cache(const rx_rt_batcher *b, const ab_fn *f, unsigned **out_count) {
-  vm_fn *v = &b->a->fns[f->index];
-  int path = !b->no_gather && f->gather;
-  if (out_count) *out_count = &v->batch_calibrations[path];
-  return &v->batch_crossover[path];
+/* A function's measurements kept in the artifact (vm_fn.batch_cost, per path: the batched form,
+ * or the index-array form when gathers are on and the artifact has it): the samples of the first
+ * AB_CAL_BATCHERS batchers of the artifact that calibrated it, pooled (each one's warm-ups left
+ * out; index 0 of each kind a placeholder for rt_abp_crossover's warm-up), and the crossover of
+ * the pool. Every later batcher takes that crossover and times nothing (the calibration's
+ * synchronizations and batched samples are paid per artifact, not per batcher). Not the first
+ * batcher's alone: it runs cold (its batched calls are the first of their sizes: the device's
+ * buffer cache has no buffers of those sizes yet), and on lavapipe its crossover came out "never"
+ * for the nested RNN's cells and the encoder, where the second batcher's (2 and 3; 2) batch for a
+ * 1.1x to 1.9x gain; the pool takes the least time of each kind over both, so the warm samples. */
+typedef struct ab_kept {
+  size_t crossover;
+  unsigned calibrations;
+  size_t nsingle, nbatched;
+  double single[1 + AB_CAL_BATCHERS * (AB_CAL_SINGLE - 1)];
+  double batched[1 + AB_CAL_BATCHERS * (AB_CAL_BATCHED - 1)];
+  size_t batched_g[1 + AB_CAL_BATCHERS * (AB_CAL_BATCHED - 1)];
+} ab_kept;
+
+static ab_kept **kept_slot(const rx_rt_batcher *b, const ab_fn *f) {
+  return (ab_kept **)&b->a->fns[f->index].batch_cost[!b->no_gather && f->gather];
 }
 
-/* f's crossover from the artifact once its calibrating batchers are done, when f has none yet. */
+/* f's crossover from the artifact once its calibrating batchers are done, else 0. */
 static size_t cached_crossover(const rx_rt_batcher *b, const ab_fn *f) {
-  unsigned *count = NULL;
-  size_t g = *cost_cache(b, f, &count);
-  return *count >= AB_CAL_BATCHERS ? g : 0;
+  const ab_kept *k = *kept_slot(b, f);
+  return k && k->calibrations >= AB_CAL_BATCHERS ? k->crossover : 0;
+}
+
+/* f calibrated in this batcher: its samples join the artifact's pool (while the pool has fewer
+ * than AB_CAL_BATCHERS calibrations), and f's crossover is the pool's, with the margin. */
+static rx_status keep_cost(rx_rt_batcher *b, ab_fn *f) {
+  ab_kept **slot = kept_slot(b, f);
+  if (!*slot) {
+    *slot = rt_alloc(&b->a->alloc, sizeof **slot);
+    if (!*slot) return rt_oom("a function's measured costs", sizeof **slot);
+    (*slot)->nsingle = (*slot)->nbatched = 1;
+  }
+  ab_kept *k = *slot;
+  const ab_cost *c = &f->cost;
+  if (k->calibrations < AB_CAL_BATCHERS) {
+    for (size_t i = 1; i < c->nsingle; i++) k->single[k->nsingle++] = c->single[i];
+    for (size_t i = 1; i < c->nbatched; i++) {
+      k->batched_g[k->nbatched] = c->batched_g[i];
+      k->batched[k->nbatched++] = c->batched[i];
+    }
+    k->calibrations++;
+    double s[sizeof k->single / sizeof *k->single];
+    for (size_t i = 0; i < k->nsingle; i++) s[i] = AB_CAL_MARGIN * k->single[i];
+    k->crossover = rt_abp_crossover(s, k->nsingle, k->batched, k->batched_g, k->nbatched);
+  }
+  f->cost.crossover = k->crossover;
+  return NULL;
 }
 
 /* Runs batch[0..g) batched (g >= 2) or call batch[0] alone (g == 1), timed: a device
@@ -1185,14 +1217,8 @@ static rx_status run_timed(rx_rt_batcher *b, ab_fn *f, const size_t *batch, size
     c->batched[c->nbatched++] = t;
   } else if (g == 1 && c->nsingle < AB_CAL_SINGLE)
     c->single[c->nsingle++] = t;
-  if (c->nsingle == AB_CAL_SINGLE && c->nbatched == AB_CAL_BATCHED && !c->crossover) {
-    double s[AB_CAL_SINGLE];
-    for (size_t k = 0; k < c->nsingle; k++) s[k] = AB_CAL_MARGIN * c->single[k];
-    c->crossover = rt_abp_crossover(s, c->nsingle, c->batched, c->batched_g, c->nbatched);
-    unsigned *count = NULL;
-    *cost_cache(b, f, &count) = c->crossover;
-    (*count)++;
-  }
+  if (c->nsingle == AB_CAL_SINGLE && c->nbatched == AB_CAL_BATCHED && !c->crossover)
+    return keep_cost(b, f);
   return NULL;
 }
 
