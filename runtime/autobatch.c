@@ -63,9 +63,11 @@
  * unbatched by the margin forgoes at most the margin. */
 #define AB_CAL_MARGIN 0.9
 
-/* Cost-aware batching: the timed calls of one function (seconds, a device synchronization before
- * and after each) and the crossover they give (rt_abp_crossover), computed once when both kinds
- * have their samples (AB_CAL_SINGLE, AB_CAL_BATCHED) and kept for the batcher's life. */
+/* Cost-aware batching: this batcher's timed calls of one function (seconds, a device
+ * synchronization before and after each) and its crossover: once both kinds have their samples
+ * (AB_CAL_SINGLE, AB_CAL_BATCHED), that of the artifact's pool of them (keep_cost), or the
+ * artifact's from the start when its calibrating batchers are done (cached_crossover); fixed for
+ * the batcher's life. */
 typedef struct ab_cost {
   double single[AB_CAL_SINGLE];
   double batched[AB_CAL_BATCHED];
