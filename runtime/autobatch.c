@@ -1438,6 +1438,22 @@ rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, si
                           fn);
 }
 
+rx_status rx_rt_batcher_set_crossover(rx_rt_batcher *b, const char *fn, size_t g) {
+  if (!b || !fn) return base_status_make(RX_ERR_INVALID, "batcher: set_crossover: NULL argument");
+  if (g < 2)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: set_crossover: '%s': %zu; expected 2 or more (SIZE_MAX: "
+                            "never batch)",
+                            fn, g);
+  for (size_t f = 0; f < b->nfns; f++)
+    if (!strcmp(b->fns[f].name, fn)) {
+      b->fns[f].cost.crossover = g;
+      return NULL;
+    }
+  return base_status_make(RX_ERR_NOT_FOUND, "batcher: set_crossover: no function '%s' registered",
+                          fn);
+}
+
 void rx_rt_batcher_get_stats(const rx_rt_batcher *b, rx_rt_batcher_stats *out_stats) {
   if (!out_stats) return;
   memset(out_stats, 0, sizeof *out_stats);

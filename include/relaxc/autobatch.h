@@ -93,6 +93,10 @@ RX_API rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n);
  * (this batcher's, or the one the artifact keeps; 0 while fn calibrates, SIZE_MAX when batching
  * never pays). */
 RX_API rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, size_t *out_g);
+/* Gives registered function fn's crossover to this batcher instead of measuring it: g >= 2, or
+ * SIZE_MAX (never batch), e.g. a value rx_rt_batcher_get_crossover reported in an earlier process
+ * that the caller kept; fn is then timed in no round (with min batch 0). g < 2 is an error. */
+RX_API rx_status rx_rt_batcher_set_crossover(rx_rt_batcher *b, const char *fn, size_t g);
 /* The FSM policy's table: learned by tabular Q-learning from `episodes` simulated runs of the
  * calls submitted and not run yet (their dependencies and functions only: no device work;
  * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table trains one first

@@ -275,27 +275,31 @@ static void kept_crossover(rx_rt_artifact *a, const ab_seqs *q, const ab_weights
             "a new batcher of the artifact: crossover %zu before its run (expected the "
             "one measured by the batcher before, >= 2)",
             g);
-  size_t launches = 0, batched = 0;
-  for (int t = 0; t < q->max_len; t++) {
-    size_t n = 0;
-    for (int k = 0; k < q->n; k++) n += q->len[k] > t;
-    launches += n >= g ? 1 : n;
-    batched += n >= g;
-  }
-  for (int run = 0; run < 2 && g >= 2; run++) {
+  /* twice with the kept crossover, then once with a crossover given (set_crossover: 3) */
+  for (int run = 0; run < 3 && g >= 2; run++) {
+    size_t x = run < 2 ? g : 3, launches = 0, batched = 0;
+    for (int t = 0; t < q->max_len; t++) {
+      size_t n = 0;
+      for (int k = 0; k < q->n; k++) n += q->len[k] > t;
+      launches += n >= x ? 1 : n;
+      batched += n >= x;
+    }
     rx_rt_tensor *o[AB_MAX_SEQS] = {0};
     rx_rt_batcher_stats s = {0};
+    ab_crossover = run < 2 ? 0 : x;
     if (ok_status(ab_seqs_batched_p(a, q, w, in, o, &s, RX_RT_BATCH_ROUNDS), "cached crossover")) {
       double e = diff_tensors(o, want, q->n);
       CHECK_MSG(e <= 1e-6 && s.launches == launches && s.batched_calls == batched,
-                "crossover %zu kept, run %d: %zu launches (%zu batched), expected %zu (%zu); vs "
+                "crossover %zu (%s), run %d: %zu launches (%zu batched), expected %zu (%zu); vs "
                 "rounds %g",
-                g, run, s.launches, s.batched_calls, launches, batched, e);
+                x, run < 2 ? "kept" : "given", run, s.launches, s.batched_calls, launches, batched,
+                e);
+      printf("crossover %zu %s: %zu launches (%zu batched) without timing\n", x,
+             run < 2 ? "kept in the artifact" : "given", s.launches, s.batched_calls);
     }
+    ab_crossover = 0;
     release_n(o, q->n);
   }
-  printf("crossover %zu kept in the artifact: %zu launches (%zu batched) without timing\n", g,
-         launches, batched);
 }
 
 static void run_lstm(rx_rt_device *d, rx_rt_artifact *a, const char *model, const int *lens,
@@ -625,6 +629,11 @@ static void api_checks(rx_rt_artifact *a) {
   if (ok_status(rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", sh, 6), "add") &&
       ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover")) {
     CHECK_MSG(g == 0, "crossover before any run %zu (expected 0: calibrating)", g);
+    want_error(rx_rt_batcher_set_crossover(b, "lstm_cell", 1), "set_crossover", "2 or more");
+    want_error(rx_rt_batcher_set_crossover(b, "gru_cell", 4), "set_crossover", "no function");
+    ok_status(rx_rt_batcher_set_crossover(b, "lstm_cell", 7), "set_crossover 7");
+    ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover");
+    CHECK_MSG(g == 7, "given crossover %zu (expected 7)", g);
     ok_status(rx_rt_batcher_set_min_batch(b, 3), "min batch 3");
     ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover");
     CHECK_MSG(g == 3, "forced crossover %zu", g);
