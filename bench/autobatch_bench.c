@@ -29,7 +29,8 @@
  *             unit's artifact, so both forms run on the same one)
  * Each run starts from inputs already on the device and ends synchronized with every checked
  * output (every call's, acrobat_ref.h's TreeLSTM: every node's h) in a tensor of its own; the
- * time is the best of --reps runs after one warm-up run, in wall-clock time and in the process's
+ * time is the best of --reps runs after one warm-up run (the ways interleaved: each rep runs
+ * every way once, in the order of the table), in wall-clock time and in the process's
  * CPU time (all threads: on lavapipe the device is the process's own worker threads, so CPU time
  * is the work done, less disturbed than wall time by other load on a shared machine). The
  * batched run includes the batcher's stacking and splitting copies and its bookkeeping; the
@@ -361,6 +362,25 @@ static void print_row(const char *title, const bm_graph *g, int way, double best
          e_ref);
 }
 
+/* The crossover of each of g's functions that the artifact keeps (measured by the first batcher
+ * that calibrated it: cost-aware batching), on stderr: the table on stdout stays a table. */
+static void print_crossovers(const bench_model *m, const bm_graph *g, rx_rt_artifact *a) {
+  rx_rt_batcher *b = NULL;
+  rx_status st = bm_batcher(g, a, &b);
+  fprintf(stderr, "autobatch_bench: %s: crossover", m->name);
+  for (int f = 0; f < g->nfns && !st; f++) {
+    size_t x = 0;
+    st = rx_rt_batcher_get_crossover(b, g->fns[f].name, &x);
+    if (x == SIZE_MAX)
+      fprintf(stderr, " %s never", g->fns[f].name);
+    else
+      fprintf(stderr, " %s %zu", g->fns[f].name, x);
+  }
+  fprintf(stderr, "%s\n", st ? " (error)" : "");
+  rx_status_free(st);
+  rx_rt_batcher_release(b);
+}
+
 /* Best of reps runs after one warm-up, for every way, then each way's last run checked against
  * the one-at-a-time run and the reference; prints a row per way. */
 static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, const char *title,
@@ -375,8 +395,10 @@ static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, con
     out[way] = bm_outputs_new(g);
     best[way][0] = best[way][1] = 1e300;
   }
-  for (int way = 0; way < NWAYS && !st; way++)
-    for (int r = 0; r <= reps + 1 && !st; r++) { /* warm-up, reps, the checked run */
+  /* the ways interleaved (each rep runs every way once), so that a change of the machine's load
+   * during the bench falls on every way alike rather than on the ways timed then */
+  for (int r = 0; r <= reps + 1 && !st; r++) /* warm-up, reps, the checked run */
+    for (int way = 0; way < NWAYS && !st; way++) {
       double ms[2] = {0, 0};
       bm_outputs_free(g, out[way]);
       out[way] = bm_outputs_new(g);
@@ -385,6 +407,7 @@ static int bench(const bench_model *m, const bm_graph *g, rx_rt_artifact *a, con
         if (ms[k] < best[way][k]) best[way][k] = ms[k];
     }
   int rc = !st && save_dir && fsm_len && !save_policy(m->name);
+  print_crossovers(m, g, a);
   for (int way = 0; way < NWAYS && !st; way++) {
     double e_xy = 0, e_bref = 0, e_sref = 0, e_yx = 0;
     size_t n = 0;

@@ -49,6 +49,8 @@ static void artifact_destroy(rx_rt_artifact *a) {
     rt_free(al, a->fns[i].param_sinfo);
     rt_free(al, a->fns[i].facts);
     rt_free(al, a->fns[i].storages);
+    rt_free(al, a->fns[i].batch_cost[0]);
+    rt_free(al, a->fns[i].batch_cost[1]);
   }
   rt_free(al, a->fns);
   for (size_t i = 0; i < a->nstrings; i++) rt_free(al, a->strings[i]);

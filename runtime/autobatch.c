@@ -1,7 +1,8 @@
 /* runtime/autobatch.c: the runtime batcher of independent calls (relaxc/autobatch.h).
  *
- * Calls wait in one array in submission order. A round scans the ready calls (every argument a
- * tensor or an output of a call already run), counts them per function, and asks the policy
+ * Calls wait in one array in submission order. A round takes the ready calls (every argument a
+ * tensor or an output of a call already run: a set kept up to date as calls run, ab_ready, not a
+ * scan of the pending calls), counted per function, and asks the policy
  * (runtime/autobatch_policy.c: rounds, depth, agenda, the learned FSM, one) for the lead call;
  * it gathers every other ready call of the
  * same function whose shared arguments are the same values and whose batched arguments have the
@@ -11,9 +12,11 @@
  * into a tensor of the batcher's own (the batched call's results may live in planned storage
  * that the next call overwrites), whose rows are the calls' outputs. Rounds repeat until every
  * call ran; no ready call while some wait means a cycle, which the error names. A batch of fewer
- * than min_batch calls (default 2: a batch of one) runs each call through the unbatched function
- * instead (run_single). Every device copy is counted in the stats (copies, copy_bytes: one
- * wrapper, ab_buffer_copy), every call of a function once in launches.
+ * than min_batch calls runs each call through the unbatched function instead (run_single); by
+ * default (min_batch 0) that is a batch below the function's measured crossover (ab_cost), kept
+ * in the artifact once measured so that later batchers time nothing. Every device copy is counted
+ * in the stats (copies, copy_bytes: one wrapper, ab_buffer_copy), every call of a function once in
+ * launches.
  *
  * Depth: at the start of each run, call_depths computes every pending call's depth once (Kahn's
  * algorithm: 0 without pending dependencies, else 1 + the largest of theirs); the DEPTH policy
@@ -42,18 +45,29 @@
 #include "autobatch_policy.h"
 #include "device.h"
 #include "relaxc/autobatch.h"
+#include "vm.h"
 
 #define AB_MAX_PARAMS         64  /* parameters of a batched function */
 #define AB_MAX_OUTS           16  /* outputs of a function that get an arena */
 #define AB_FIRST_RUN_EPISODES 300 /* the FSM's training at its first run, when not trained */
-#define AB_CAL_SINGLE         5   /* timed unbatched calls per function (the first: a warm-up) */
-#define AB_CAL_BATCHED                                                                             \
-  3 /* timed batched calls per function (the first: a warm-up): fewer,                             \
-       they cost more where batching does not pay */
+#define AB_CAL_SINGLE         9   /* timed unbatched calls per function (the first: a warm-up) */
+#define AB_CAL_BATCHERS       2   /* batchers of an artifact that calibrate (the first: cold) */
+/* timed batched calls per function (the first: a warm-up): fewer, they cost more where batching
+ * does not pay. The least of 8 and of 4 samples: with 4 and 2 (before the crossover was kept in
+ * the artifact, when every batcher paid for its samples) the LSTM cell's crossover came out
+ * anywhere from 4 to 8 on the loaded machine (CPU time), where its batched calls of 4 and 5 rows
+ * cost about 6 unbatched ones in the runs themselves. */
+#define AB_CAL_BATCHED 5
+/* Batch g calls only where the measured line predicts at most this share of g unbatched calls:
+ * a round batched by a crossover measured too low costs the whole misprediction, one left
+ * unbatched by the margin forgoes at most the margin. */
+#define AB_CAL_MARGIN 0.9
 
-/* Cost-aware batching: the timed calls of one function (seconds, a device synchronization before
- * and after each) and the crossover they give (rt_abp_crossover), computed once when both kinds
- * have their samples (AB_CAL_SINGLE, AB_CAL_BATCHED) and kept for the batcher's life. */
+/* Cost-aware batching: this batcher's timed calls of one function (seconds, a device
+ * synchronization before and after each) and its crossover: once both kinds have their samples
+ * (AB_CAL_SINGLE, AB_CAL_BATCHED), that of the artifact's pool of them (keep_cost), or the
+ * artifact's from the start when its calibrating batchers are done (cached_crossover); fixed for
+ * the batcher's life. */
 typedef struct ab_cost {
   double single[AB_CAL_SINGLE];
   double batched[AB_CAL_BATCHED];
@@ -75,6 +89,7 @@ typedef struct ab_arena {
 typedef struct ab_fn {
   char *name, *batched;
   char *gather; /* "<batched>_gather" when the artifact has that form, else NULL */
+  size_t index; /* of the unbatched function in the artifact */
   size_t nparams;
   bool shared[AB_MAX_PARAMS];
   rx_dtype dtype[AB_MAX_PARAMS]; /* of the parameters: RX_DTYPE_UNKNOWN / -1: unchecked */
@@ -267,6 +282,7 @@ rx_status rx_rt_batcher_add_function(rx_rt_batcher *b, const char *fn, const cha
     rt_free(b->alloc, e->batched);
     return rt_oom("a function name", strlen(fn));
   }
+  e->index = (size_t)f;
   e->nparams = np;
   for (size_t i = 0; i < np; i++) {
     rx_rt_param_info info;
@@ -395,16 +411,9 @@ static bool resolve(const rx_rt_batcher *b, const rx_rt_batch_arg *a, ab_src *ou
   return true;
 }
 
-static bool ready_call(const rx_rt_batcher *b, const ab_call *c) {
-  ab_src s;
-  for (size_t i = 0; i < c->nargs; i++)
-    if (!resolve(b, &c->args[i], &s)) return false;
-  return true;
-}
-
-/* Whether call c can join the batch led by call lead. */
+/* Whether ready call c can join the batch led by call lead. */
 static bool joins(const rx_rt_batcher *b, const ab_call *lead, const ab_call *c) {
-  if (c->fn != lead->fn || c->done || !ready_call(b, c)) return false;
+  if (c->fn != lead->fn || c->done) return false;
   const ab_fn *f = &b->fns[c->fn];
   for (size_t i = 0; i < c->nargs; i++) {
     ab_src x, y;
@@ -865,28 +874,117 @@ static rx_status run_single(rx_rt_batcher *b, size_t i) {
   return st;
 }
 
-/* Every argument names a call that exists and, once run, an output it has. */
-static rx_status check_refs(const rx_rt_batcher *b) {
-  for (size_t i = 0; i < b->ncalls; i++) {
-    const ab_call *c = &b->calls[i];
-    for (size_t k = 0; k < c->nargs; k++) {
-      const rx_rt_batch_arg *a = &c->args[k];
-      if (a->tensor) continue;
-      if (a->call >= b->ncalls)
-        return base_status_make(
-            RX_ERR_INVALID,
-            "batcher: call %zu of '%s': argument %zu is the output of call %zu, "
-            "which was never submitted (%zu calls)",
-            i, b->fns[c->fn].name, k, a->call, b->ncalls);
-      const ab_call *d = &b->calls[a->call];
-      if (d->done && a->output >= d->nouts)
-        return base_status_make(
-            RX_ERR_INVALID,
-            "batcher: call %zu of '%s': argument %zu is output %zu of call %zu, "
-            "which has %zu outputs",
-            i, b->fns[c->fn].name, k, a->output, a->call, d->nouts);
+/* Every argument of call i names a call that exists and, once run, an output it has. */
+static rx_status check_call_refs(const rx_rt_batcher *b, size_t i) {
+  const ab_call *c = &b->calls[i];
+  for (size_t k = 0; k < c->nargs; k++) {
+    const rx_rt_batch_arg *a = &c->args[k];
+    if (a->tensor) continue;
+    if (a->call >= b->ncalls)
+      return base_status_make(RX_ERR_INVALID,
+                              "batcher: call %zu of '%s': argument %zu is the output of call %zu, "
+                              "which was never submitted (%zu calls)",
+                              i, b->fns[c->fn].name, k, a->call, b->ncalls);
+    const ab_call *d = &b->calls[a->call];
+    if (d->done && a->output >= d->nouts)
+      return base_status_make(RX_ERR_INVALID,
+                              "batcher: call %zu of '%s': argument %zu is output %zu of call %zu, "
+                              "which has %zu outputs",
+                              i, b->fns[c->fn].name, k, a->output, a->call, d->nouts);
+  }
+  return NULL;
+}
+
+/* This run's ready set, kept up to date as calls run instead of found by a scan of every pending
+ * call per round (a scan made a run of n calls in n rounds cost O(n^2) argument look-ups: the ONE
+ * policy and the straggler's rounds of one call). waits[i]: the arguments of pending call i whose
+ * producer has not run; the consumers of call p are next[start[p]..start[p + 1]) (one entry per
+ * argument); list[0..n): the ready calls in submission order, count[f] of them of function f. */
+typedef struct ab_ready {
+  size_t *waits, *start, *next;
+  size_t *list, n, *tmp, *fresh;
+  size_t *count;
+  size_t pending; /* calls not run yet */
+} ab_ready;
+
+static void ready_free(const rx_rt_batcher *b, ab_ready *r) {
+  rt_free(b->alloc, r->waits);
+  rt_free(b->alloc, r->next);
+  rt_free(b->alloc, r->count);
+  memset(r, 0, sizeof *r);
+}
+
+/* The dependency edges of the pending calls and the calls ready at the start of the run. */
+static rx_status ready_init(const rx_rt_batcher *b, ab_ready *r) {
+  size_t n = b->ncalls, ne = 0;
+  memset(r, 0, sizeof *r);
+  r->waits = rt_alloc(b->alloc, sizeof *r->waits * (5 * n + 1));
+  r->count = rt_alloc(b->alloc, sizeof *r->count * (b->nfns + 1));
+  if (!r->waits || !r->count) return rt_oom("the ready calls", sizeof(size_t) * 5 * n);
+  r->start = r->waits + n, r->list = r->start + n + 1, r->tmp = r->list + n;
+  r->fresh = r->tmp + n;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < b->calls[i].nargs && !b->calls[i].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[i].args[k];
+      if (a->tensor || b->calls[a->call].done) continue; /* a->call < n: check_call_refs */
+      r->start[a->call + 1]++;
+      r->waits[i]++;
+      ne++;
+    }
+  for (size_t i = 0; i < n; i++) r->start[i + 1] += r->start[i];
+  r->next = rt_alloc(b->alloc, sizeof *r->next * (ne + 1));
+  if (!r->next) return rt_oom("the ready calls", sizeof *r->next * ne);
+  size_t *fill = r->tmp; /* free until the first round */
+  memcpy(fill, r->start, sizeof *fill * n);
+  for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < b->calls[i].nargs && !b->calls[i].done; k++) {
+      const rx_rt_batch_arg *a = &b->calls[i].args[k];
+      if (!a->tensor && !b->calls[a->call].done) r->next[fill[a->call]++] = i;
+    }
+    if (b->calls[i].done) continue;
+    r->pending++;
+    if (!r->waits[i]) {
+      r->list[r->n++] = i;
+      r->count[b->calls[i].fn]++;
     }
   }
+  return NULL;
+}
+
+static int by_index(const void *x, const void *y) {
+  size_t a = *(const size_t *)x, c = *(const size_t *)y;
+  return (a > c) - (a < c);
+}
+
+/* After a round ran batch[0..g): they leave the ready set, and the calls whose last pending
+ * argument they produced join it (merged in submission order); each consumer's output indices are
+ * checked now that its producer has its outputs. */
+static rx_status ready_update(const rx_rt_batcher *b, ab_ready *r, const size_t *batch, size_t g) {
+  size_t nf = 0;
+  for (size_t k = 0; k < g; k++) {
+    size_t p = batch[k];
+    r->count[b->calls[p].fn]--;
+    r->pending--;
+    for (size_t e = r->start[p]; e < r->start[p + 1]; e++) {
+      size_t u = r->next[e];
+      RX_RETURN_IF_ERROR(check_call_refs(b, u));
+      if (--r->waits[u] == 0) r->fresh[nf++] = u;
+    }
+  }
+  qsort(r->fresh, nf, sizeof *r->fresh, by_index);
+  size_t m = 0, j = 0;
+  for (size_t k = 0; k < r->n || j < nf;) {
+    if (k < r->n && b->calls[r->list[k]].done) {
+      k++;
+    } else if (j < nf && (k == r->n || r->fresh[j] < r->list[k])) {
+      r->count[b->calls[r->fresh[j]].fn]++;
+      r->tmp[m++] = r->fresh[j++];
+    } else {
+      r->tmp[m++] = r->list[k++];
+    }
+  }
+  size_t *t = r->list;
+  r->list = r->tmp, r->tmp = t, r->n = m;
   return NULL;
 }
 
@@ -1051,6 +1149,61 @@ static double ab_now(const rx_rt_batcher *b) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A function's measurements kept in the artifact (vm_fn.batch_cost, per path: the batched form,
+ * or the index-array form when gathers are on and the artifact has it): the samples of the first
+ * AB_CAL_BATCHERS batchers of the artifact that calibrated it, pooled (each one's warm-ups left
+ * out; index 0 of each kind a placeholder for rt_abp_crossover's warm-up), and the crossover of
+ * the pool. Every later batcher takes that crossover and times nothing (the calibration's
+ * synchronizations and batched samples are paid per artifact, not per batcher). Not the first
+ * batcher's alone: it runs cold (its batched calls are the first of their sizes: the device's
+ * buffer cache has no buffers of those sizes yet), and on lavapipe its crossover came out "never"
+ * for the nested RNN's cells and the encoder, where the second batcher's (2 and 3; 2) batch for a
+ * 1.1x to 1.9x gain; the pool takes the least time of each kind over both, so the warm samples. */
+typedef struct ab_kept {
+  size_t crossover;
+  unsigned calibrations;
+  size_t nsingle, nbatched;
+  double single[1 + AB_CAL_BATCHERS * (AB_CAL_SINGLE - 1)];
+  double batched[1 + AB_CAL_BATCHERS * (AB_CAL_BATCHED - 1)];
+  size_t batched_g[1 + AB_CAL_BATCHERS * (AB_CAL_BATCHED - 1)];
+} ab_kept;
+
+static ab_kept **kept_slot(const rx_rt_batcher *b, const ab_fn *f) {
+  return (ab_kept **)&b->a->fns[f->index].batch_cost[!b->no_gather && f->gather];
+}
+
+/* f's crossover from the artifact once its calibrating batchers are done, else 0. */
+static size_t cached_crossover(const rx_rt_batcher *b, const ab_fn *f) {
+  const ab_kept *k = *kept_slot(b, f);
+  return k && k->calibrations >= AB_CAL_BATCHERS ? k->crossover : 0;
+}
+
+/* f calibrated in this batcher: its samples join the artifact's pool (while the pool has fewer
+ * than AB_CAL_BATCHERS calibrations), and f's crossover is the pool's, with the margin. */
+static rx_status keep_cost(rx_rt_batcher *b, ab_fn *f) {
+  ab_kept **slot = kept_slot(b, f);
+  if (!*slot) {
+    *slot = rt_alloc(&b->a->alloc, sizeof **slot);
+    if (!*slot) return rt_oom("a function's measured costs", sizeof **slot);
+    (*slot)->nsingle = (*slot)->nbatched = 1;
+  }
+  ab_kept *k = *slot;
+  const ab_cost *c = &f->cost;
+  if (k->calibrations < AB_CAL_BATCHERS) {
+    for (size_t i = 1; i < c->nsingle; i++) k->single[k->nsingle++] = c->single[i];
+    for (size_t i = 1; i < c->nbatched; i++) {
+      k->batched_g[k->nbatched] = c->batched_g[i];
+      k->batched[k->nbatched++] = c->batched[i];
+    }
+    k->calibrations++;
+    double s[sizeof k->single / sizeof *k->single];
+    for (size_t i = 0; i < k->nsingle; i++) s[i] = AB_CAL_MARGIN * k->single[i];
+    k->crossover = rt_abp_crossover(s, k->nsingle, k->batched, k->batched_g, k->nbatched);
+  }
+  f->cost.crossover = k->crossover;
+  return NULL;
+}
+
 /* Runs batch[0..g) batched (g >= 2) or call batch[0] alone (g == 1), timed: a device
  * synchronization before and after, so the time is the device work's and the copies', and added
  * to f's samples (calibration only). */
@@ -1067,7 +1220,7 @@ static rx_status run_timed(rx_rt_batcher *b, ab_fn *f, const size_t *batch, size
   } else if (g == 1 && c->nsingle < AB_CAL_SINGLE)
     c->single[c->nsingle++] = t;
   if (c->nsingle == AB_CAL_SINGLE && c->nbatched == AB_CAL_BATCHED && !c->crossover)
-    c->crossover = rt_abp_crossover(c->single, c->nsingle, c->batched, c->batched_g, c->nbatched);
+    return keep_cost(b, f);
   return NULL;
 }
 
@@ -1093,27 +1246,21 @@ static rx_status run_measured(rx_rt_batcher *b, const size_t *batch, size_t g) {
                                       : run_batch(b, batch + k, g - k);
 }
 
-/* One round: the ready calls, the policy's lead, the calls that join it; run batched, or
- * unbatched when alone (the straggler case: no stacking, no symbolic-batch kernels) or, under
- * the measured rule (run_measured), when fewer than the function's crossover. */
-static rx_status run_round(rx_rt_batcher *b, size_t first, size_t *ready, size_t *batch,
-                           size_t *count) {
-  size_t nready = 0;
-  memset(count, 0, sizeof *count * b->nfns);
-  for (size_t i = first; i < b->ncalls; i++)
-    if (!b->calls[i].done && ready_call(b, &b->calls[i])) {
-      ready[nready++] = i;
-      count[b->calls[i].fn]++;
-    }
-  if (!nready) return cycle(b);
-  size_t lead = pick_lead(b, ready, nready, count), g = 0;
+/* One round: the policy's lead among the ready calls, the calls that join it (batch[0..*out_g));
+ * run batched, or unbatched when alone (the straggler case: no stacking, no symbolic-batch
+ * kernels) or, under the measured rule (run_measured), when fewer than the function's crossover. */
+static rx_status run_round(rx_rt_batcher *b, const ab_ready *r, size_t *batch, size_t *out_g) {
+  *out_g = 0;
+  if (!r->n) return cycle(b);
+  size_t lead = pick_lead(b, r->list, r->n, r->count), g = 0;
   size_t max = b->policy == RX_RT_BATCH_ONE ? 1 : b->fns[b->calls[lead].fn].max_batch;
-  for (size_t k = 0; k < nready && g < max; k++) {
-    size_t i = ready[k];
+  for (size_t k = 0; k < r->n && g < max; k++) {
+    size_t i = r->list[k];
     if (i == lead || (i > lead && joins(b, &b->calls[lead], &b->calls[i]) &&
                       (b->policy != RX_RT_BATCH_DEPTH || b->depth[i] == b->depth[lead])))
       batch[g++] = i;
   }
+  *out_g = g;
   if (!b->min_batch && b->policy != RX_RT_BATCH_ONE) return run_measured(b, batch, g);
   if (g >= 2 && g >= b->min_batch) return run_batch(b, batch, g);
   rx_status st = NULL;
@@ -1146,34 +1293,33 @@ rx_status rx_rt_batcher_run(rx_rt_batcher *b) {
   rx_status st = NULL;
   if (b->policy == RX_RT_BATCH_FSM && !b->fsm.action) /* the artifact's table, or the first run */
     RX_RETURN_IF_ERROR(first_table(b));               /* trains one */
-  size_t n = b->ncalls ? b->ncalls : 1, nf = b->nfns ? b->nfns : 1;
-  size_t *batch = rt_alloc(b->alloc, sizeof *batch * n),
-         *ready = rt_alloc(b->alloc, sizeof *ready * n);
-  size_t *count = rt_alloc(b->alloc, sizeof *count * nf);
+  size_t n = b->ncalls ? b->ncalls : 1;
+  size_t *batch = rt_alloc(b->alloc, sizeof *batch * n);
   size_t *depth = grow(b->alloc, b->depth, sizeof *depth * n);
   if (depth) b->depth = depth;
-  if (!batch || !ready || !count || !depth) st = rt_oom("a batch", sizeof *batch * n);
+  if (!batch || !depth) st = rt_oom("a batch", sizeof *batch * n);
   for (size_t f = 0; f < b->nfns; f++) { /* this run's arenas (earlier outputs keep theirs) */
     b->fns[f].pending = 0;
     for (size_t o = 0; o < AB_MAX_OUTS; o++) {
       rx_rt_tensor_release(b->fns[f].arena[o].t);
       b->fns[f].arena[o] = (ab_arena){NULL, 0};
     }
+    if (!b->fns[f].cost.crossover) b->fns[f].cost.crossover = cached_crossover(b, &b->fns[f]);
   }
   for (size_t i = 0; i < b->ncalls; i++)
     if (!b->calls[i].done) b->fns[b->calls[i].fn].pending++;
+  for (size_t i = 0; i < b->ncalls && !st; i++) st = check_call_refs(b, i);
   if (!st) st = call_depths(b, b->depth); /* for the DEPTH policy and the plan */
   if (!st) st = plan_placement(b);
-  size_t first = 0; /* calls before it are done */
-  while (!st) {
-    while (first < b->ncalls && b->calls[first].done) first++;
-    if (first == b->ncalls) break;
-    if ((st = check_refs(b))) break; /* output indices: checked once their producer ran */
-    st = run_round(b, first, ready, batch, count);
+  ab_ready r = {0};
+  if (!st) st = ready_init(b, &r);
+  while (!st && r.pending) {
+    size_t g = 0;
+    st = run_round(b, &r, batch, &g);
+    if (!st) st = ready_update(b, &r, batch, g);
   }
+  ready_free(b, &r);
   rt_free(b->alloc, batch);
-  rt_free(b->alloc, ready);
-  rt_free(b->alloc, count);
   return st;
 }
 
@@ -1303,10 +1449,28 @@ rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, si
   if (!b || !fn) return base_status_make(RX_ERR_INVALID, "batcher: get_crossover: NULL argument");
   for (size_t f = 0; f < b->nfns; f++)
     if (!strcmp(b->fns[f].name, fn)) {
-      *out_g = b->min_batch ? b->min_batch : b->fns[f].cost.crossover;
+      *out_g = b->min_batch               ? b->min_batch
+               : b->fns[f].cost.crossover ? b->fns[f].cost.crossover
+                                          : cached_crossover(b, &b->fns[f]);
       return NULL;
     }
   return base_status_make(RX_ERR_NOT_FOUND, "batcher: get_crossover: no function '%s' registered",
+                          fn);
+}
+
+rx_status rx_rt_batcher_set_crossover(rx_rt_batcher *b, const char *fn, size_t g) {
+  if (!b || !fn) return base_status_make(RX_ERR_INVALID, "batcher: set_crossover: NULL argument");
+  if (g < 2)
+    return base_status_make(RX_ERR_INVALID,
+                            "batcher: set_crossover: '%s': %zu; expected 2 or more (SIZE_MAX: "
+                            "never batch)",
+                            fn, g);
+  for (size_t f = 0; f < b->nfns; f++)
+    if (!strcmp(b->fns[f].name, fn)) {
+      b->fns[f].cost.crossover = g;
+      return NULL;
+    }
+  return base_status_make(RX_ERR_NOT_FOUND, "batcher: set_crossover: no function '%s' registered",
                           fn);
 }
 

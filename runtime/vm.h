@@ -66,6 +66,11 @@ typedef struct vm_fn {
   const char **facts;    /* ASSERT expressions, program order */
   const char **storages; /* ALLOC_STORAGE size expressions */
   uint32_t *call_at;     /* per word: at a CALL_KERNELS, its index in the artifact's calls */
+  /* the runtime batcher's measurements of this function (runtime/autobatch.c, cost-aware
+   * batching: the samples and the crossover they give), [0] over its batched form, [1] its
+   * index-array form; NULL until a batcher of this artifact measured it; kept here so that later
+   * batchers do not time calls again; freed with the artifact */
+  void *batch_cost[2];
 } vm_fn;
 
 struct rx_rt_artifact {

@@ -79,17 +79,24 @@ RX_API const char *rx_rt_batch_policy_name(rx_rt_batch_policy p);
 
 /* Whether a batch the policy chose runs batched or as its calls one at a time through the
  * unbatched function (a batch of one call always runs unbatched). n = 0, the default: measured
- * per function (cost-aware batching, docs/autobatch.md): the first rounds of each function time
- * unbatched and batched calls on the device (a synchronization around each; 3 of each, the first
- * a warm-up), which give the crossover g*, the least batch size whose batched call is predicted
- * cheaper than g* unbatched calls; later batches of fewer calls run unbatched. Which rounds run
- * batched then depends on the measured times (the launch count may differ between batchers).
+ * per function (cost-aware batching, docs/autobatch.md): in the first two batchers of an
+ * artifact, the first rounds of each function time unbatched and batched calls on the device (a
+ * synchronization around each; 9 and 5, the first of each a warm-up), which give the crossover
+ * g*, the least batch size whose batched call is predicted to cost at most 0.9 of g* unbatched
+ * calls; batches of fewer calls run unbatched. The artifact keeps g* (from both batchers' samples),
+ * and later batchers of it take it and time nothing. Which rounds run batched depends on the
+ * measured times (the launch count may differ between runs of the program).
  * n >= 2 forces: a batch of fewer than n calls runs unbatched, nothing is timed (n = 2: every
  * batch of two or more runs batched, deterministic launch counts). n = 1 is an error. */
 RX_API rx_status rx_rt_batcher_set_min_batch(rx_rt_batcher *b, size_t n);
 /* The crossover of registered function fn: the forced min batch when set, else the measured g*
- * (0 while fn calibrates, SIZE_MAX when batching never pays). */
+ * (this batcher's, or the one the artifact keeps; 0 while fn calibrates, SIZE_MAX when batching
+ * never pays). */
 RX_API rx_status rx_rt_batcher_get_crossover(const rx_rt_batcher *b, const char *fn, size_t *out_g);
+/* Gives registered function fn's crossover to this batcher instead of measuring it: g >= 2, or
+ * SIZE_MAX (never batch), e.g. a value rx_rt_batcher_get_crossover reported in an earlier process
+ * that the caller kept; fn is then timed in no round (with min batch 0). g < 2 is an error. */
+RX_API rx_status rx_rt_batcher_set_crossover(rx_rt_batcher *b, const char *fn, size_t g);
 /* The FSM policy's table: learned by tabular Q-learning from `episodes` simulated runs of the
  * calls submitted and not run yet (their dependencies and functions only: no device work;
  * reward -1 per batch), seeded; a run under RX_RT_BATCH_FSM without a table takes the one the

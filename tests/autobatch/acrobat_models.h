@@ -285,6 +285,7 @@ static bool ab_no_gather, ab_no_plan;
 static unsigned char ab_fsm_bytes[8192];
 /* rx_rt_batcher_set_min_batch of the batched runs, when not 0 (the bench's --min-batch). */
 static size_t ab_min_batch;
+static size_t ab_crossover; /* rx_rt_batcher_set_crossover of lstm_cell when not 0 */
 static size_t ab_fsm_len;
 static inline void ab_fsm_forget(void) { ab_fsm_len = 0; }
 
@@ -391,6 +392,7 @@ static inline rx_status ab_seqs_batched_p(rx_rt_artifact *a, const ab_seqs *q, c
   if (!st) st = rx_rt_batcher_set_policy(b, p);
   if (!st && ab_min_batch) st = rx_rt_batcher_set_min_batch(b, ab_min_batch);
   if (!st) st = rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", shared, 6);
+  if (!st && ab_crossover) st = rx_rt_batcher_set_crossover(b, "lstm_cell", ab_crossover);
   if (!st) st = rx_rt_batcher_set_gather(b, !ab_no_gather);
   if (!st) st = rx_rt_batcher_set_planning(b, !ab_no_plan);
   size_t last[AB_MAX_SEQS], k = 0;

@@ -32,6 +32,9 @@
  *      batching when a batched row costs an unbatched call), and the LSTM 1, 7, 16, 17, 100 run
  *      under it: the same outputs (1e-6), every call run, between 100 and 141 launches, and the
  *      crossover reported (rx_rt_batcher_get_crossover: 0 before, the forced value when forced).
+ *      The crossover is kept in the artifact: after two calibrating batchers, a new batcher
+ *      reports it before its run, and its runs make exactly the launches it predicts (nothing
+ *      timed again).
  *
  * usage: test_autobatch_policy TESTS_DIR */
 /* test-needs: runtime */
@@ -261,6 +264,60 @@ static void run_forest(rx_rt_device *d, rx_rt_artifact *a) {
   free(f);
 }
 
+/* The crossover kept in the artifact: after the measured run of the LSTM q (the first batcher of
+ * a to calibrate lstm_cell), a second batcher calibrates it again (the first ran on cold caches);
+ * then a new batcher of a reports the second's crossover before it runs and times nothing, so its
+ * decisions follow from it: step t's n_t calls (the sequences still running) make one launch when
+ * n_t reaches it, else n_t (launches and batched calls exact, twice), with the outputs of rounds
+ * at min batch 2 (1e-6). */
+static void kept_crossover(rx_rt_artifact *a, const ab_seqs *q, const ab_weights *w,
+                           const ab_inputs *in, rx_rt_tensor **want) {
+  rx_rt_batcher *b = NULL;
+  const bool sh[6] = {false, false, false, true, true, true};
+  size_t g = 0;
+  rx_rt_tensor *second[AB_MAX_SEQS] = {0};
+  rx_rt_batcher_stats s2 = {0};
+  bool ok = ok_status(ab_seqs_batched_p(a, q, w, in, second, &s2, RX_RT_BATCH_ROUNDS), "second");
+  CHECK_MSG(!ok || diff_tensors(second, want, q->n) <= 1e-6, "the second calibrating run differs");
+  release_n(second, q->n);
+  if (!ok || !ok_status(rx_rt_batcher_create(a, &b), "batcher") ||
+      !ok_status(rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", sh, 6), "add") ||
+      !ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover")) {
+    rx_rt_batcher_release(b);
+    return;
+  }
+  rx_rt_batcher_release(b);
+  CHECK_MSG(g >= 2,
+            "a new batcher of the artifact: crossover %zu before its run (expected the "
+            "one measured by the batcher before, >= 2)",
+            g);
+  /* twice with the kept crossover, then once with a crossover given (set_crossover: 3) */
+  for (int run = 0; run < 3 && g >= 2; run++) {
+    size_t x = run < 2 ? g : 3, launches = 0, batched = 0;
+    for (int t = 0; t < q->max_len; t++) {
+      size_t n = 0;
+      for (int k = 0; k < q->n; k++) n += q->len[k] > t;
+      launches += n >= x ? 1 : n;
+      batched += n >= x;
+    }
+    rx_rt_tensor *o[AB_MAX_SEQS] = {0};
+    rx_rt_batcher_stats s = {0};
+    ab_crossover = run < 2 ? 0 : x;
+    if (ok_status(ab_seqs_batched_p(a, q, w, in, o, &s, RX_RT_BATCH_ROUNDS), "cached crossover")) {
+      double e = diff_tensors(o, want, q->n);
+      CHECK_MSG(e <= 1e-6 && s.launches == launches && s.batched_calls == batched,
+                "crossover %zu (%s), run %d: %zu launches (%zu batched), expected %zu (%zu); vs "
+                "rounds %g",
+                x, run < 2 ? "kept" : "given", run, s.launches, s.batched_calls, launches, batched,
+                e);
+      printf("crossover %zu %s: %zu launches (%zu batched) without timing\n", x,
+             run < 2 ? "kept in the artifact" : "given", s.launches, s.batched_calls);
+    }
+    ab_crossover = 0;
+    release_n(o, q->n);
+  }
+}
+
 static void run_lstm(rx_rt_device *d, rx_rt_artifact *a, const char *model, const int *lens,
                      int nlens) {
   ab_fsm_forget();
@@ -306,6 +363,7 @@ static void run_lstm(rx_rt_device *d, rx_rt_artifact *a, const char *model, cons
       CHECK_MSG(e <= 1e-6 && s.calls == (size_t)q.total && s.launches >= 100 &&
                     s.launches <= (size_t)q.total,
                 "measured: vs rounds %g, %zu calls in %zu launches", e, s.calls, s.launches);
+      kept_crossover(a, &q, &w, &in, out[0]);
     }
     release_n(ms, q.n);
     ab_min_batch = 2;
@@ -669,6 +727,11 @@ static void api_checks(rx_rt_artifact *a) {
   if (ok_status(rx_rt_batcher_add_function(b, "lstm_cell", "lstm_cell_batched", sh, 6), "add") &&
       ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover")) {
     CHECK_MSG(g == 0, "crossover before any run %zu (expected 0: calibrating)", g);
+    want_error(rx_rt_batcher_set_crossover(b, "lstm_cell", 1), "set_crossover", "2 or more");
+    want_error(rx_rt_batcher_set_crossover(b, "gru_cell", 4), "set_crossover", "no function");
+    ok_status(rx_rt_batcher_set_crossover(b, "lstm_cell", 7), "set_crossover 7");
+    ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover");
+    CHECK_MSG(g == 7, "given crossover %zu (expected 7)", g);
     ok_status(rx_rt_batcher_set_min_batch(b, 3), "min batch 3");
     ok_status(rx_rt_batcher_get_crossover(b, "lstm_cell", &g), "crossover");
     CHECK_MSG(g == 3, "forced crossover %zu", g);
