@@ -5,6 +5,7 @@
 #include "codegen/codegen.h"
 #include "driver/driver.h"
 #include "frontends/hf/hf.h"
+#include "ir/ir.h"
 #include "passes/schedule.h"
 #include "targets/toolchain.h"
 
@@ -248,4 +249,36 @@ double rxk_rel_l2(const float *got, const float *want, size_t n) {
   }
   return sqrt(num / (den > 0 ? den : 1));
 }
+
+rx_module *rxk_parse_autobatch(const char *tests, const char *const *files, size_t n,
+                               const char *name, char *why, size_t wn) {
+  rx_strbuf all = {0};
+  rx_status st = NULL;
+  for (size_t i = 0; !st && i < n; i++) {
+    char path[1024], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/autobatch/%s", tests, files[i]);
+    if ((st = base_read_file(path, &text, &len)))
+      snprintf(why, wn, "%s: %s", path, rx_status_message(st));
+    else
+      base_strbuf_printf(&all, "%s\n", text);
+    free(text);
+  }
+  rx_module *m = NULL;
+  if (!st) {
+    m = rx_module_new();
+    rx_diag diag;
+    base_diag_init(&diag);
+    if (!ir_parse_module(m, name, all.data, all.len, &diag) || diag.errors) {
+      snprintf(why, wn, "parse: %s", rx_diag_text(&diag));
+      rx_module_free(m);
+      m = NULL;
+    }
+    base_diag_free(&diag);
+  }
+  rx_status_free(st);
+  base_strbuf_free(&all);
+  return m;
+}
+
 #endif

@@ -59,6 +59,12 @@ bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
 unsigned char *rxk_compile_artifact(rx_module *m, const rx_target *target, size_t *len, char *why,
                                     size_t n);
 
+/* tests/autobatch/FILES[0..n) (tests: the tests/ folder) read and parsed, in order, into one new
+ * module called name; NULL with the reason in why (wn bytes) (test_autobatch_models,
+ * test_autobatch_grain). */
+rx_module *rxk_parse_autobatch(const char *tests, const char *const *files, size_t n,
+                               const char *name, char *why, size_t wn);
+
 /* The relative L2 distance of got from want (n floats): |got - want| / |want| (|want| taken as 1
  * when 0), in double (test_llm, test_batch: logits). */
 double rxk_rel_l2(const float *got, const float *want, size_t n);

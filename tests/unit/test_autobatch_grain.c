@@ -58,24 +58,11 @@ static char *fn_text(const char *text, const char *name) {
 
 /* lstm_cell.rx and grain_cells.rx in one module, the cell and both units batched (bound 1024). */
 static rx_module *make_module(const char *tests) {
-  rx_strbuf all = {0};
-  bool ok = true;
-  const char *files[] = {"lstm_cell.rx", "grain_cells.rx"};
-  for (size_t i = 0; ok && i < RX_ARRAY_LEN(files); i++) {
-    char path[1024], *text = NULL;
-    size_t len = 0;
-    snprintf(path, sizeof path, "%s/autobatch/%s", tests, files[i]);
-    ok = ok_status(base_read_file(path, &text, &len), path);
-    if (ok) base_strbuf_printf(&all, "%s\n", text);
-    free(text);
-  }
-  rx_module *m = rx_module_new();
-  rx_diag diag;
-  base_diag_init(&diag);
-  ok = ok && ir_parse_module(m, "grain", all.data, all.len, &diag) && diag.errors == 0;
-  CHECK_MSG(ok, "parse: %s", rx_diag_text(&diag));
-  base_diag_free(&diag);
-  base_strbuf_free(&all);
+  const char *const files[] = {"lstm_cell.rx", "grain_cells.rx"};
+  char why[4096] = "";
+  rx_module *m = rxk_parse_autobatch(tests, files, RX_ARRAY_LEN(files), "grain", why, sizeof why);
+  CHECK_MSG(m != NULL, "%s", why);
+  bool ok = m != NULL;
   static const struct {
     const char *fn, *out, *shared[6];
     size_t n;

@@ -102,23 +102,11 @@ static bool ok_status(rx_status s, const char *what) {
 
 /* Every cell parsed into one module and batched (bound 1024); NULL after a failed check. */
 static rx_module *make_module(const char *tests) {
-  rx_strbuf all = {0};
-  bool ok = true;
-  for (size_t i = 0; ok && i < RX_ARRAY_LEN(cell_files); i++) {
-    char path[1024], *text = NULL;
-    size_t len = 0;
-    snprintf(path, sizeof path, "%s/autobatch/%s", tests, cell_files[i]);
-    ok = ok_status(base_read_file(path, &text, &len), path);
-    if (ok) base_strbuf_printf(&all, "%s\n", text);
-    free(text);
-  }
-  rx_module *m = rx_module_new();
-  rx_diag diag;
-  base_diag_init(&diag);
-  ok = ok && ir_parse_module(m, "models", all.data, all.len, &diag) && diag.errors == 0;
-  CHECK_MSG(ok, "parse: %s", rx_diag_text(&diag));
-  base_diag_free(&diag);
-  base_strbuf_free(&all);
+  char why[4096] = "";
+  rx_module *m =
+      rxk_parse_autobatch(tests, cell_files, RX_ARRAY_LEN(cell_files), "models", why, sizeof why);
+  CHECK_MSG(m != NULL, "%s", why);
+  bool ok = m != NULL;
   for (size_t i = 0; ok && i < RX_ARRAY_LEN(batched_fns); i++) {
     char what[128];
     snprintf(what, sizeof what, "batch %s", batched_fns[i].fn);
