@@ -3,7 +3,7 @@ client against a running `relaxc serve` (tests/serve's harness starts it: RX_SER
 RX_SERVE_MODEL, RX_SERVE_API_KEY, RX_SERVE_LOG; serve_common.md).
 
 Checks, each against an independent expectation:
-  - 100 samples (RX_SCHEMA_SAMPLES) per schema at temperature 1 (flat object with enums, nested objects with arrays,
+  - 64 samples (RX_SCHEMA_SAMPLES) per schema at temperature 1 (flat object with enums, nested objects with arrays,
     string lengths, integers and numbers, anyOf with $defs), on both endpoints, sent 32 at a
     time so that requests with different schemas share batches: every answer ends with "stop"
     and is valid by jsonschema (Draft 2020-12, with additionalProperties false added, as the
@@ -27,7 +27,7 @@ import openai
 from openai import OpenAI
 
 BASE = os.environ["RX_SERVE_BASE_URL"]
-SAMPLES = int(os.environ.get("RX_SCHEMA_SAMPLES", "100"))  # per schema (fewer: a quick run)
+SAMPLES = int(os.environ.get("RX_SCHEMA_SAMPLES", "64"))  # per schema (fewer: a quick run)
 MODEL = os.environ["RX_SERVE_MODEL"]
 client = OpenAI(base_url=BASE, api_key=os.environ.get("RX_SERVE_API_KEY", "none"), max_retries=0,
                 timeout=1800)  # generous: lavapipe on a loaded machine

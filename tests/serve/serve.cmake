@@ -58,12 +58,12 @@ rx_serve_client_test(serve.client_prefix client_prefix.py)
 # logit_bias, seed, max_completion_tokens, and a 400 naming any field the server does not implement
 rx_serve_client_test(serve.client_api client_api.py TIMEOUT 300)
 
-# Structured output through the openai client: response_format json_schema (100 samples per schema
+# Structured output through the openai client: response_format json_schema (64 samples per schema
 # at temperature 1, each parsed and validated by jsonschema) and json_object, batched across
 # schemas, streamed, and the refusals (runtime/llm/grammar*.c)
 rx_serve_client_test(serve.client_schema client_schema.py --max-batch 32 TIMEOUT 900)
 # the sanitized build checks the same paths for memory errors with 20 samples per schema (the
-# plain build's 100 validate the outputs; ASan's server is several times slower)
+# plain build's 64 validate the outputs; ASan's server is several times slower)
 if(RX_SANITIZE)
   set_property(TEST serve.client_schema APPEND PROPERTY ENVIRONMENT RX_SCHEMA_SAMPLES=20)
 endif()
