@@ -136,8 +136,9 @@ static bool check_dim(rx_deduce_ctx *dc, const rx_node *call, const operand_spec
     for (int i = 0; i < u->n; i++)
       if (!strcmp(u->names[i], tok)) from = u->from[i];
   } else {
-    RX_ASSERT(u->n < MAX_NAMED && strlen(tok) < sizeof u->names[0]);
-    snprintf(u->names[u->n], sizeof u->names[0], "%s", tok);
+    size_t len = strlen(tok);
+    RX_ASSERT(u->n < MAX_NAMED && len < sizeof u->names[0]);
+    memcpy(u->names[u->n], tok, len + 1); /* (snprintf: gcc -O1 cannot see the bound) */
     u->vals[u->n] = dim;
     u->from[u->n++] = sp->name;
     return true;

@@ -527,7 +527,7 @@ static int t_coalescing(void) {
     char *err = NULL;
     if (simt_module_compile_file(&o, metal ? SIMT_METAL : SIMT_CUDA, path, &m, &err) < 0) {
       int skip = err && strstr(err, "sanitizer");
-      printf("  %s: %s\n", path, err);
+      printf("  %s: %s\n", path, err ? err : "(no message)");
       free(err);
       return skip ? 2 : 1;
     }
@@ -608,7 +608,7 @@ static int t_banks(void) {
   char *err = NULL;
   if (simt_module_compile_file(&o, SIMT_CUDA, path, &m, &err) < 0) {
     int skip = err && strstr(err, "sanitizer");
-    printf("  %s: %s\n", path, err);
+    printf("  %s: %s\n", path, err ? err : "(no message)");
     free(err);
     return skip ? 2 : 1;
   }
