@@ -51,8 +51,8 @@ PACKAGES=(
   libopenmpi-dev # MPI's C API: the tensor-parallel runtime's collectives on Vulkan and every
                  # backend's rank bootstrap (runtime/ccl, issue 35)
   openmpi-bin    # mpirun: the 2- and 4-rank tests
-  ccache         # compiler cache for developers' worktrees (cmake -DCMAKE_C_COMPILER_LAUNCHER=ccache,
-                 # with base_dir set, so checkouts of one tree share objects); the build does not need it
+  ccache         # compiler cache: CMakeLists.txt compiles through it when installed (RX_CCACHE), so
+                 # the build directories of every checkout share objects; the build works without it
   mawk           # awk for deps.sh --check (priority required, so present on any Debian; named
                  # because the check runs it)
 )
