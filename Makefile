@@ -47,7 +47,7 @@ fuzz: deps
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_all
 	@cd build-fuzz && ctest -L fuzz --output-on-failure -j $(JOBS)
 
-# gcc-12 and clang-16, Release and Debug, each built (not tested) with -Werror and no warning
+# gcc-12 and clang-16 in Release (scripts/build-matrix.sh; MATRIX_ONLY adds Debug), built, not tested, -Werror
 matrix: deps
 	@bash scripts/build-matrix.sh
 

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${MATRIX_JOBS:-2}
 # Debug builds are not in the default list (CI's time): `make asan` builds the whole tree with
-# gcc 12 in Debug with -Werror (sanitizers on), after this script in CI, and clang's warnings come
+# gcc 12 in Debug (asserts on, -O1) with -Werror (sanitizers on), after this script in CI, and clang's warnings come
 # from its front end, the same at -O0 as at -O3, where Release's NDEBUG adds the unused-variable
 # cases (MATRIX_ONLY='clang-16:Debug gcc-12:Debug' runs them)
 combos=${MATRIX_ONLY:-gcc-12:Release clang-16:Release}
