@@ -186,6 +186,7 @@ static void add_kernels(rxd_model *md, int which, const char *fname) {
 
 static bool compile(rxd_model *md, int which, const char *target, char *why, size_t n) {
   rx_compile_options o = {.ntargets = 1, .no_nvrtc = true};
+  o.cache = rxk_kcache(); /* support_kcache.c */
   rx_status s = tgt_target_parse(target, &o.targets[0]);
   if (s) {
     snprintf(why, n, "target %s: %s", target, rx_status_message(s));

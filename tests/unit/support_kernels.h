@@ -19,6 +19,16 @@ size_t rxk_size_count(void);
 int64_t rxk_size_at(size_t i);
 extern const int64_t rxk_other_size;
 
+/* The kernel cache the tests' compiles share (driver/kcache.c; rx_compile_options.cache): the
+ * directory $RX_TEST_KCACHE, else the build tree's tests/kcache (tests/CMakeLists.txt), opened
+ * once per process and closed at exit; NULL (compile without) where RX_TEST_KCACHE is empty or 0.
+ * The models and graphs the LLM and ONNX tests compile share most of their kernels, and each
+ * distinct kernel then goes through the toolchains (shaderc, NVRTC) once per build, as a
+ * user's `relaxc compile` does with its default cache; the tests of compilation itself
+ * (test_compile, test_kcache, lit) compile without it. */
+typedef struct rx_kcache rx_kcache;
+rx_kcache *rxk_kcache(void);
+
 /* Values of a program's symbolic variables. */
 typedef struct rxk_env {
   const rx_expr *vars[RXK_MAX_VARS];

@@ -196,6 +196,7 @@ rx_status rxk_rt_run(rxk_backend *b, rx_rt_library *lib, const rx_tensor_fn *f, 
 unsigned char *rxk_compile_artifact(rx_module *m, const rx_target *target, size_t *len, char *why,
                                     size_t n) {
   rx_compile_options o = {.ntargets = 1};
+  o.cache = rxk_kcache(); /* support_kcache.c */
   o.targets[0] = target;
   rx_compile_result r;
   memset(&r, 0, sizeof r);
@@ -218,6 +219,7 @@ bool rxk_compile_llm(const char *tests, const char *name, int64_t max_batch,
   rx_module *m = rx_module_new();
   rx_hf_options ho = {.dtype = RX_DTYPE_F32, .max_batch = max_batch};
   rx_compile_options o = {.ntargets = 1};
+  o.cache = rxk_kcache(); /* support_kcache.c */
   o.targets[0] = target;
   rx_compile_result r;
   memset(&r, 0, sizeof r);

@@ -57,6 +57,7 @@ static unsigned char *compile_model(const char *dir, const char *model, bool fus
   rx_diag diag;
   base_diag_init(&diag);
   rx_compile_options o = {.no_fuse = !fuse};
+  o.cache = rxk_kcache(); /* support_kcache.c */
   for (int i = 0; i < ntg; i++) o.targets[o.ntargets++] = tg[i];
   rx_compile_result r;
   unsigned char *bytes = NULL;

@@ -130,6 +130,7 @@ static bool compile(const char *src, const rxk_backend *bs, const char *path) {
   rx_hf_options ho = {.dtype = RX_DTYPE_F32, .max_batch = 4};
   bool ok = ok_status(hf_import(m, src, &ho), src);
   rx_compile_options o = {0};
+  o.cache = rxk_kcache(); /* support_kcache.c */
   o.targets[o.ntargets++] = &bs->target;
   rx_compile_result r;
   memset(&r, 0, sizeof r);

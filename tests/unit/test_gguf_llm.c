@@ -81,6 +81,7 @@ static bool compile(const char *src, const char *quantize, bool emb, const rxk_b
       .dtype = RX_DTYPE_F16, .max_batch = BATCH, .quantize = quantize, .quantize_embeddings = emb};
   bool ok = ok_status(hf_import(m, src, &ho), src);
   rx_compile_options o = {0};
+  o.cache = rxk_kcache(); /* support_kcache.c */
   o.targets[o.ntargets++] = &bs->target;
   rx_compile_result r;
   memset(&r, 0, sizeof r);

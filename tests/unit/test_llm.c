@@ -155,6 +155,7 @@ static bool compile(const char *tests, const char *model, rx_dtype t, const rxk_
   rx_hf_options ho = {.dtype = t, .max_batch = 4, .quantize = quantize};
   rx_status s = hf_import(m, dir, &ho);
   rx_compile_options o = {0};
+  o.cache = rxk_kcache(); /* support_kcache.c */
   for (int bi = 0; bi < nb; bi++)
     if (present[bi]) o.targets[o.ntargets++] = &bs[bi].target;
   rx_compile_result r;

@@ -17,6 +17,7 @@
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/runtime.h"
+#include "support_kernels.h"
 #include "targets/target.h"
 #include "vm_check.h"
 
@@ -69,6 +70,7 @@ static unsigned char *compile_model(const char *bytes, size_t blen, const char *
     rx_status_free(s);
   } else {
     rx_compile_options o = {0};
+    o.cache = rxk_kcache(); /* support_kcache.c */
     rx_status ts = tgt_target_parse("vulkan-lavapipe", &o.targets[o.ntargets++]);
     RX_ASSERT(!ts);
     rx_compile_result r;

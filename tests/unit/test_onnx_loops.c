@@ -18,6 +18,7 @@
 #include "driver/driver.h"
 #include "ir/ir.h"
 #include "relaxc/runtime.h"
+#include "support_kernels.h"
 #include "targets/target.h"
 
 #ifdef RX_HAVE_ONNX
@@ -64,6 +65,7 @@ static rx_rt_artifact *load(rx_rt_device *dev, const char *dir, const char *path
   if (!s) s = onnx_import(m, bytes, len, path, NULL, &diag);
   if (!s) {
     rx_compile_options o = {0};
+    o.cache = rxk_kcache(); /* support_kcache.c */
     rx_status ts = tgt_target_parse("vulkan-lavapipe", &o.targets[o.ntargets++]);
     RX_ASSERT(!ts);
     rx_compile_result r;

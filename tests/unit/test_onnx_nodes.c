@@ -265,6 +265,7 @@ static void run_node_case(rx_rt_device *dev, const char *dir, const char *name, 
     set_why(o, "import", rx_status_message(s));
   } else {
     rx_compile_options opts = {0};
+    opts.cache = rxk_kcache(); /* support_kcache.c */
     s = tgt_target_parse("vulkan-lavapipe", &opts.targets[opts.ntargets++]);
     RX_ASSERT(!s);
     if (!drv_compile(m, &opts, &diag, &r))
