@@ -33,13 +33,15 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # the tests again in an AddressSanitizer + UndefinedBehaviorSanitizer build (the kernel sweeps at
-# three sizes and test_llm's quick mode: the same code paths, less of the work ASan slows down)
+# three sizes and test_llm's quick mode: the same code paths, less of the work ASan slows down;
+# the tests' kernel cache is make test's, so shaderc/NVRTC do not compile the same kernels again)
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRX_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@bash scripts/serve-venv.sh build-asan || true
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  RX_KERNEL_SIZES=1,7,33 RX_LLM_QUICK=1 ctest --output-on-failure -j $(JOBS)
+	  RX_KERNEL_SIZES=1,7,33 RX_LLM_QUICK=1 RX_TEST_KCACHE=$(CURDIR)/$(BUILD)/tests/kcache \
+	  ctest --output-on-failure -j $(JOBS)
 
 # the libFuzzer harnesses (tests/fuzz, docs/fuzzing.md): clang-16, each run briefly over its seeds
 fuzz: deps
