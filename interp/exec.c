@@ -1,7 +1,9 @@
 /* interp/exec.c: the reference interpreter's statements and threads (interp.h, internal part).
  *
  * interp_exec runs the compiled form of a statement (cst) in one thread: loops, reductions,
- * stores, allocations, barriers, async copies, ldmatrix, mma and subgroup matrix fragments.
+ * stores, allocations, barriers, async copies, ldmatrix, mma and subgroup matrix fragments,
+ * through the statement's executor (cst.fn: interp_exec_any's switch, or for loops, sequences,
+ * stores, lets and ifs a small function chosen once by interp_exec_select).
  * interp_run_block runs a block: its threads one after the other, or, where the block has
  * barriers or subgroup operations, as fibers (fiber.h) under a deterministic round-robin
  * scheduler that reports barrier divergence instead of hanging. */
@@ -181,12 +183,11 @@ static void exec_ldsm(thr *t, const cst *s) {
   interp_yield_to_scheduler(t);
 }
 
-void interp_exec(thr *t, const cst *s) {
-  run *rs = t->rs;
-  if (rs->max_steps && ++rs->steps > rs->max_steps) {
-    interp_fail(t, s->loc, "step limit of %lld statements exceeded", (long long)rs->max_steps);
-    return;
-  }
+void interp_fail_steps(thr *t, const cst *s) {
+  interp_fail(t, s->loc, "step limit of %lld statements exceeded", (long long)t->rs->max_steps);
+}
+
+void interp_exec_any(thr *t, const cst *s) {
   switch (s->kind) {
   case C_SEQ:
     for (int i = 0; i < s->n && !t->err; i++) interp_exec(t, s->body[i]);
@@ -298,6 +299,86 @@ void interp_exec(thr *t, const cst *s) {
     return;
   case C_WGMMA:
     exec_wgmma(t, s);
+    return;
+  }
+}
+
+/* ---- specialized executors: each does what interp_exec_any does for the statements
+ * interp_exec_select gives it ---- */
+static void exec_seq(thr *t, const cst *s) {
+  for (int i = 0; i < s->n && !t->err; i++) interp_exec(t, s->body[i]);
+}
+
+static void exec_for(thr *t, const cst *s) {
+  int64_t lo, n;
+  if (!loop_range(t, s, 0, &lo, &n)) return;
+  int slot = s->slots[0];
+  val saved = t->slots[slot];
+  const cst *inner = s->inner;
+  for (int64_t i = 0; i < n && !t->err; i++) {
+    t->slots[slot].i = lo + i;
+    interp_exec(t, inner);
+  }
+  t->slots[slot] = saved;
+}
+
+/* Stores of N indices (0: s->nidx); f32 written without wr's switch. */
+#define STORE_FN(NAME, N)                                                                          \
+  static void NAME(thr *t, const cst *s) {                                                         \
+    rbuf *b;                                                                                       \
+    int64_t off =                                                                                  \
+        interp_offset_of(t, s->buf, s->idx, (N) ? (N) : s->nidx, s->loc, "store to", &b);          \
+    if (off < 0) return;                                                                           \
+    val v = interp_ev(t, s->value);                                                                \
+    if (t->err) return;                                                                            \
+    if (b->dt == RX_DTYPE_F32)                                                                     \
+      memcpy((char *)b->data + off * 4, &v.f, 4);                                                  \
+    else                                                                                           \
+      wr(b->dt, b->data, off, v);                                                                  \
+  }
+STORE_FN(exec_store1, 1)
+STORE_FN(exec_store2, 2)
+STORE_FN(exec_storen, 0)
+#undef STORE_FN
+
+static void exec_reduce(thr *t, const cst *s) {
+  interp_exec(t, s->init);
+  if (!t->err) reduce_level(t, s, 0);
+}
+
+static void exec_let(thr *t, const cst *s) { t->slots[s->slot] = interp_ev(t, s->value); }
+
+static void exec_if(thr *t, const cst *s) {
+  int64_t c = interp_ev(t, s->value).i;
+  if (t->err) return;
+  if (c)
+    interp_exec(t, s->inner);
+  else if (s->els)
+    interp_exec(t, s->els);
+}
+
+void interp_exec_select(cst *s) {
+  switch (s->kind) {
+  case C_SEQ:
+    s->fn = exec_seq;
+    return;
+  case C_FOR:
+    s->fn = exec_for;
+    return;
+  case C_STORE:
+    s->fn = s->nidx == 1 ? exec_store1 : s->nidx == 2 ? exec_store2 : exec_storen;
+    return;
+  case C_REDUCE:
+    s->fn = exec_reduce;
+    return;
+  case C_LET:
+    s->fn = exec_let;
+    return;
+  case C_IF:
+    s->fn = exec_if;
+    return;
+  default:
+    s->fn = interp_exec_any;
     return;
   }
 }
