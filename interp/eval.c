@@ -135,20 +135,20 @@ static void fail_sym(thr *t, const cx *e, const char *what) {
   base_strbuf_free(&sb);
 }
 
-int64_t interp_fail_oob(thr *t, rx_loc loc, const char *what, const rbuf *b, const int64_t *ix,
-                        int n) {
+int64_t interp_fail_oob(thr *t, const rx_loc *loc, const char *what, const rbuf *b,
+                        const int64_t *ix, int n) {
   rx_strbuf sb = {0};
   base_strbuf_printf(&sb, "%s `%s` out of bounds: indices ", what, b->decl->name);
   interp_put_ints(&sb, ix, n);
   base_strbuf_append(&sb, " outside shape ");
   interp_put_ints(&sb, b->shape, b->ndim);
-  interp_fail(t, loc, "%s", sb.data);
+  interp_fail(t, *loc, "%s", sb.data);
   base_strbuf_free(&sb);
   return -1;
 }
 
-int64_t interp_fail_unallocated(thr *t, rx_loc loc, const char *what) {
-  interp_fail(t, loc, "%s a buffer that is not allocated here", what);
+int64_t interp_fail_unallocated(thr *t, const rx_loc *loc, const char *what) {
+  interp_fail(t, *loc, "%s a buffer that is not allocated here", what);
   return -1;
 }
 
@@ -415,7 +415,7 @@ val interp_ev_any(thr *t, const cx *e) {
     return t->slots[e->slot];
   case X_LOAD: {
     rbuf *b;
-    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, e->loc, "load from", &b);
+    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, &e->loc, "load from", &b);
     if (off < 0) return ZERO;
     return rd(b->dt, b->data, off);
   }
@@ -539,7 +539,7 @@ static inline val read_any(const rbuf *b, int64_t off) { return rd(b->dt, b->dat
   static val NAME(thr *t, const cx *e) {                                                           \
     rbuf *b;                                                                                       \
     int64_t off =                                                                                  \
-        interp_offset_of(t, e->buf, e->idx, (N) ? (N) : e->nidx, e->loc, "load from", &b);         \
+        interp_offset_of(t, e->buf, e->idx, (N) ? (N) : e->nidx, &e->loc, "load from", &b);        \
     if (off < 0) return ZERO;                                                                      \
     return READ(b, off);                                                                           \
   }

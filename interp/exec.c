@@ -19,6 +19,7 @@
  * statements
  * ------------------------------------------------------------------------------------------ */
 static void exec_frag(thr *t, const cst *s);
+static void exec_tfor(thr *t, const cst *s);
 static void exec_wgmma(thr *t, const cst *s);
 
 void interp_free_rbuf(rbuf *b) {
@@ -118,14 +119,14 @@ static bool row16(thr *t, const rbuf *b, int64_t off, rx_loc loc, const char *wh
  * land in the destination at an async_wait. */
 static void exec_acopy(thr *t, const cst *s) {
   rbuf *d, *b;
-  int64_t doff = interp_offset_of(t, s->buf, s->idx, s->nidx, s->loc, "async_copy to", &d);
+  int64_t doff = interp_offset_of(t, s->buf, s->idx, s->nidx, &s->loc, "async_copy to", &d);
   if (doff < 0 || !row16(t, d, doff, s->loc, "async_copy to")) return;
   acopy c = {.dst = d, .off = doff, .group = t->groups};
   bool on = !s->cond || interp_ev(t, s->cond).i;
   if (t->err) return;
   if (on) {
     const cx *e = s->value;
-    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, e->loc, "async_copy from", &b);
+    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, &e->loc, "async_copy from", &b);
     if (off < 0 || !row16(t, b, off, s->loc, "async_copy from")) return;
     memcpy(c.bytes, (const char *)b->data + off * (ir_dtype_bits(b->dt) / 8), 16);
   }
@@ -173,7 +174,7 @@ static void exec_ldsm(thr *t, const cst *s) {
   if (t->lin % 32 < 8 * s->count) { /* lanes 8j..8j+7 give the rows of matrix j */
     const cx *e = s->value;
     rbuf *b;
-    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, e->loc, "ldmatrix from", &b);
+    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, &e->loc, "ldmatrix from", &b);
     if (off < 0 || !row16(t, b, off, s->loc, "ldmatrix from")) return;
     t->lm_buf = b;
     t->lm_off = off;
@@ -208,32 +209,16 @@ void interp_exec_any(thr *t, const cst *s) {
     t->slots[slot] = saved;
     return;
   }
-  case C_TFOR: {
-    int64_t lo, n;
-    if (!loop_range(t, s, 0, &lo, &n)) return;
-    if (n > t->b->dims[s->axis]) {
-      interp_fail(t, s->loc, "%s loop extent %lld exceeds the block size %lld along that axis",
-                  ir_loop_kind_name((rx_loop_kind)(RX_LOOP_THREAD_X + s->axis)), (long long)n,
-                  (long long)t->b->dims[s->axis]);
-      return;
-    }
-    int64_t i = t->tid[s->axis];
-    if (i < n) {
-      int slot = s->slots[0];
-      val saved = t->slots[slot];
-      t->slots[slot].i = lo + i;
-      interp_exec(t, s->inner);
-      t->slots[slot] = saved;
-    }
+  case C_TFOR:
+    exec_tfor(t, s);
     return;
-  }
   case C_REDUCE:
     interp_exec(t, s->init);
     if (!t->err) reduce_level(t, s, 0);
     return;
   case C_STORE: {
     rbuf *b;
-    int64_t off = interp_offset_of(t, s->buf, s->idx, s->nidx, s->loc, "store to", &b);
+    int64_t off = interp_offset_of(t, s->buf, s->idx, s->nidx, &s->loc, "store to", &b);
     if (off < 0) return;
     val v = interp_ev(t, s->value);
     if (t->err) return;
@@ -327,7 +312,7 @@ static void exec_for(thr *t, const cst *s) {
   static void NAME(thr *t, const cst *s) {                                                         \
     rbuf *b;                                                                                       \
     int64_t off =                                                                                  \
-        interp_offset_of(t, s->buf, s->idx, (N) ? (N) : s->nidx, s->loc, "store to", &b);          \
+        interp_offset_of(t, s->buf, s->idx, (N) ? (N) : s->nidx, &s->loc, "store to", &b);         \
     if (off < 0) return;                                                                           \
     val v = interp_ev(t, s->value);                                                                \
     if (t->err) return;                                                                            \
@@ -340,6 +325,25 @@ STORE_FN(exec_store1, 1)
 STORE_FN(exec_store2, 2)
 STORE_FN(exec_storen, 0)
 #undef STORE_FN
+
+static void exec_tfor(thr *t, const cst *s) {
+  int64_t lo, n;
+  if (!loop_range(t, s, 0, &lo, &n)) return;
+  if (n > t->b->dims[s->axis]) {
+    interp_fail(t, s->loc, "%s loop extent %lld exceeds the block size %lld along that axis",
+                ir_loop_kind_name((rx_loop_kind)(RX_LOOP_THREAD_X + s->axis)), (long long)n,
+                (long long)t->b->dims[s->axis]);
+    return;
+  }
+  int64_t i = t->tid[s->axis];
+  if (i < n) {
+    int slot = s->slots[0];
+    val saved = t->slots[slot];
+    t->slots[slot].i = lo + i;
+    interp_exec(t, s->inner);
+    t->slots[slot] = saved;
+  }
+}
 
 static void exec_reduce(thr *t, const cst *s) {
   interp_exec(t, s->init);
@@ -368,6 +372,9 @@ void interp_exec_select(cst *s) {
   case C_STORE:
     s->fn = s->nidx == 1 ? exec_store1 : s->nidx == 2 ? exec_store2 : exec_storen;
     return;
+  case C_TFOR:
+    s->fn = exec_tfor;
+    return;
   case C_REDUCE:
     s->fn = exec_reduce;
     return;
@@ -388,7 +395,7 @@ void interp_exec_select(cst *s) {
  * buffer), or -1. */
 static int64_t wgmma_operand(thr *t, const cst *s, const cx *ld, int rows, bool mn,
                              const char *what, rbuf **out) {
-  int64_t off = interp_offset_of(t, ld->buf, ld->idx, ld->nidx, s->loc, "wgmma read of", out);
+  int64_t off = interp_offset_of(t, ld->buf, ld->idx, ld->nidx, &s->loc, "wgmma read of", out);
   if (off < 0) return -1;
   if (off % 64 % (mn ? 64 : 16) || off / 64 % 8 ||
       off / 64 * 64 + (int64_t)rows * 64 > (*out)->count) {
@@ -424,7 +431,7 @@ static void exec_wgmma(thr *t, const cst *s) {
   bool regs = s->src->value->buf->scope == RX_SCOPE_LOCAL;
   int64_t ao = -1;
   if (regs) {
-    ao = interp_offset_of(t, s->value->buf, s->value->idx, s->value->nidx, s->loc, "wgmma read of",
+    ao = interp_offset_of(t, s->value->buf, s->value->idx, s->value->nidx, &s->loc, "wgmma read of",
                           &a);
     if (ao >= 0 && ao % 8) {
       interp_fail(t, s->loc, "wgmma: A in registers at element %lld, not a multiple of 8",
@@ -516,7 +523,7 @@ static void exec_frag(thr *t, const cst *s) {
   }
   if (s->fop == RX_FRAG_OP_LOAD || s->fop == RX_FRAG_OP_STORE) {
     rbuf *b;
-    t->foff = interp_offset_of(t, s->buf4, s->idx, s->nidx, s->loc,
+    t->foff = interp_offset_of(t, s->buf4, s->idx, s->nidx, &s->loc,
                                s->fop == RX_FRAG_OP_LOAD ? "frag load from" : "frag store to", &b);
     t->fstride = interp_ev(t, s->value).i;
   }

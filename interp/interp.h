@@ -667,9 +667,9 @@ val interp_ev_any(thr *t, const cx *e);
 /* Sets e->fn to the handler specialized to e (its children already compiled). */
 void interp_ev_select(cx *e);
 /* Error paths of interp_offset_of, out of line: they record the error and return -1. */
-int64_t interp_fail_unallocated(thr *t, rx_loc loc, const char *what);
-int64_t interp_fail_oob(thr *t, rx_loc loc, const char *what, const rbuf *b, const int64_t *ix,
-                        int n);
+int64_t interp_fail_unallocated(thr *t, const rx_loc *loc, const char *what);
+int64_t interp_fail_oob(thr *t, const rx_loc *loc, const char *what, const rbuf *b,
+                        const int64_t *ix, int n);
 
 /* The value of e in thread t; an error is recorded in t->err. Constants and slots (most leaves:
  * indices, loop variables) are read here without a call; the rest goes to the node's handler. */
@@ -681,20 +681,34 @@ static inline val interp_ev(thr *t, const cx *e) {
 
 /* Flat offset of idx in buffer id, or -1 after reporting an error: every index evaluated (in
  * order), then each checked against the shape while the offset accumulates. Inline, so that a
- * caller with a constant n (1, 2: most loads and stores) gets the loops unrolled. */
-static inline int64_t interp_offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc,
+ * caller with a constant n gets its own copy: 1 and 2 (most loads and stores) written out. */
+static inline int64_t interp_offset_of(thr *t, int id, cx *const *idx, int n, const rx_loc *loc,
                                        const char *what, rbuf **out_b) {
   int64_t ix[RX_MAX_NDIM];
   *out_b = NULL;
-  for (int d = 0; d < n; d++) ix[d] = interp_ev(t, idx[d]).i;
+  if (n == 1) {
+    ix[0] = interp_ev(t, idx[0]).i;
+  } else if (n == 2) {
+    ix[0] = interp_ev(t, idx[0]).i;
+    ix[1] = interp_ev(t, idx[1]).i;
+  } else {
+    for (int d = 0; d < n; d++) ix[d] = interp_ev(t, idx[d]).i;
+  }
   if (t->err) return -1;
   rbuf *b = t->bufs[id];
   if (!b) return interp_fail_unallocated(t, loc, what);
   const int64_t *shape = b->shape;
-  int64_t off = 0;
-  for (int d = 0; d < n; d++) {
-    if ((uint64_t)ix[d] >= (uint64_t)shape[d]) return interp_fail_oob(t, loc, what, b, ix, n);
-    off = off * shape[d] + ix[d];
+  int64_t off;
+  if (n == 1 || n == 2) {
+    if ((uint64_t)ix[0] >= (uint64_t)shape[0] || (n == 2 && (uint64_t)ix[1] >= (uint64_t)shape[1]))
+      return interp_fail_oob(t, loc, what, b, ix, n);
+    off = n == 1 ? ix[0] : ix[0] * shape[1] + ix[1];
+  } else {
+    off = 0;
+    for (int d = 0; d < n; d++) {
+      if ((uint64_t)ix[d] >= (uint64_t)shape[d]) return interp_fail_oob(t, loc, what, b, ix, n);
+      off = off * shape[d] + ix[d];
+    }
   }
   *out_b = b;
   return off;
