@@ -4,7 +4,14 @@
  * against the buffer's shape, index arithmetic checked for 64-bit overflow and division by zero,
  * integer arithmetic wrapping in uint64_t, floats rounded to their dtype after every operation,
  * `select`, `&&` and `||` lazy, a subgroup operation handed to the scheduler (exec.c). The
- * messages of both compile-time and run-time errors are worded here. */
+ * messages of both compile-time and run-time errors are worded here.
+ *
+ * Each node is evaluated by its handler (cx.fn): interp_ev_any, one switch over every op, or,
+ * for the nodes that dominate the running time of scheduled kernels, a small function chosen
+ * once after compilation (interp_ev_select) that knows the node's op, dtype and operator, and
+ * for index arithmetic the shape of its operands (v + w * 64 at one call). The specialized
+ * handlers compute bit for bit what interp_ev_any computes and report the same errors in the
+ * same order; they only skip the switches (and calls) whose outcome is known at compile time. */
 #define RX_INTERP_INTERNAL
 #include "interp.h"
 
@@ -128,54 +135,25 @@ static void fail_sym(thr *t, const cx *e, const char *what) {
   base_strbuf_free(&sb);
 }
 
-static void fail_oob(thr *t, rx_loc loc, const char *what, const rbuf *b, const int64_t *ix,
-                     int n) {
+int64_t interp_fail_oob(thr *t, const rx_loc *loc, const char *what, const rbuf *b,
+                        const int64_t *ix, int n) {
   rx_strbuf sb = {0};
   base_strbuf_printf(&sb, "%s `%s` out of bounds: indices ", what, b->decl->name);
   interp_put_ints(&sb, ix, n);
   base_strbuf_append(&sb, " outside shape ");
   interp_put_ints(&sb, b->shape, b->ndim);
-  interp_fail(t, loc, "%s", sb.data);
+  interp_fail(t, *loc, "%s", sb.data);
   base_strbuf_free(&sb);
+  return -1;
 }
 
-/* An operand's value: constants and slots (most leaves: indices, loop variables) without the
- * call into interp_ev, which gives the same. */
-static inline val ev(thr *t, const cx *e) {
-  if (e->op == X_SLOT) return t->slots[e->slot];
-  if (e->op == X_CONST) return e->k;
-  return interp_ev(t, e);
+int64_t interp_fail_unallocated(thr *t, const rx_loc *loc, const char *what) {
+  interp_fail(t, *loc, "%s a buffer that is not allocated here", what);
+  return -1;
 }
 
-/* Flat offset of idx in buffer id, or -1 after reporting an error: every index evaluated (in
- * order), then each checked against the shape while the offset accumulates. */
-static inline int64_t offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc, const char *what,
-                                rbuf **out_b) {
-  int64_t ix[RX_MAX_NDIM];
-  for (int d = 0; d < n; d++) ix[d] = ev(t, idx[d]).i;
-  if (t->err) return -1;
-  rbuf *b = t->bufs[id];
-  if (!b) {
-    interp_fail(t, loc, "%s a buffer that is not allocated here", what);
-    return -1;
-  }
-  const int64_t *shape = b->shape;
-  int64_t off = 0;
-  for (int d = 0; d < n; d++) {
-    if ((uint64_t)ix[d] >= (uint64_t)shape[d]) {
-      fail_oob(t, loc, what, b, ix, n);
-      return -1;
-    }
-    off = off * shape[d] + ix[d];
-  }
-  *out_b = b;
-  return off;
-}
-
-int64_t interp_offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc, const char *what,
-                         rbuf **out_b) {
-  return offset_of(t, id, idx, n, loc, what, out_b);
-}
+/* An operand's value (interp.h: leaves inline, the rest through the node's handler). */
+static inline val ev(thr *t, const cx *e) { return interp_ev(t, e); }
 
 /* The float math of the interpreter, once for f32 (and the 16-bit floats, rounded after) and
  * once for f64: X(ENUM, f32 expression, f64 expression) of x, y, z. Every 'f' and 'n'
@@ -428,7 +406,7 @@ static inline val ev_sbin(thr *t, const cx *e, val x, val y) {
   return r;
 }
 
-val interp_ev(thr *t, const cx *e) {
+val interp_ev_any(thr *t, const cx *e) {
   val r, x, y, z;
   switch ((xop)e->op) {
   case X_CONST:
@@ -437,7 +415,7 @@ val interp_ev(thr *t, const cx *e) {
     return t->slots[e->slot];
   case X_LOAD: {
     rbuf *b;
-    int64_t off = offset_of(t, e->buf, e->idx, e->nidx, e->loc, "load from", &b);
+    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, &e->loc, "load from", &b);
     if (off < 0) return ZERO;
     return rd(b->dt, b->data, off);
   }
@@ -535,4 +513,284 @@ val interp_ev(thr *t, const cx *e) {
     return t->sgr;
   }
   return ZERO;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * specialized handlers: the hot nodes of scheduled kernels (index arithmetic, f32 and f16
+ * arithmetic, 1-D and 2-D loads) without interp_ev_any's switches on op, dtype and operator.
+ * Each computes what interp_ev_any computes for the nodes interp_ev_select gives it: operands
+ * in the same order, the same checks, the same errors.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Loads of N indices (0: e->nidx) read as READ(b, off). A buffer's dtype is that of its
+ * declaration, which is the load's dt (interp.c), so the dtype is known here. */
+static inline val read_f32(const rbuf *b, int64_t off) {
+  val r;
+  memcpy(&r.f, (const char *)b->data + off * 4, 4);
+  return r;
+}
+static inline val read_f16(const rbuf *b, int64_t off) {
+  uint16_t h;
+  memcpy(&h, (const char *)b->data + off * 2, 2);
+  return (val){.f = base_f16_to_f32(h)};
+}
+static inline val read_any(const rbuf *b, int64_t off) { return rd(b->dt, b->data, off); }
+#define LOAD_FN(NAME, N, READ)                                                                     \
+  static val NAME(thr *t, const cx *e) {                                                           \
+    rbuf *b;                                                                                       \
+    int64_t off =                                                                                  \
+        interp_offset_of(t, e->buf, e->idx, (N) ? (N) : e->nidx, &e->loc, "load from", &b);        \
+    if (off < 0) return ZERO;                                                                      \
+    return READ(b, off);                                                                           \
+  }
+LOAD_FN(ev_load1_f32, 1, read_f32)
+LOAD_FN(ev_load2_f32, 2, read_f32)
+LOAD_FN(ev_loadn_f32, 0, read_f32)
+LOAD_FN(ev_load1_f16, 1, read_f16)
+LOAD_FN(ev_load2_f16, 2, read_f16)
+LOAD_FN(ev_loadn_f16, 0, read_f16)
+LOAD_FN(ev_load1_any, 1, read_any)
+LOAD_FN(ev_load2_any, 2, read_any)
+#undef LOAD_FN
+
+/* Float arithmetic x OP y of one dtype (rounded by ROUND: f32 needs none). */
+#define ROUND_F32(f)  (f)
+#define ROUND_F16(f)  base_f16_to_f32(base_f32_to_f16(f))
+#define ROUND_BF16(f) base_bf16_to_f32(base_f32_to_bf16(f))
+#define FBIN_FN(NAME, OP, ROUND)                                                                   \
+  static val NAME(thr *t, const cx *e) {                                                           \
+    val x = ev(t, e->a); /* operands in order: errors and subgroup steps */                        \
+    val y = ev(t, e->b);                                                                           \
+    return (val){.f = ROUND(x.f OP y.f)};                                                          \
+  }
+#define FBIN_FNS(SUFFIX, ROUND)                                                                    \
+  FBIN_FN(ev_fadd_##SUFFIX, +, ROUND)                                                              \
+  FBIN_FN(ev_fsub_##SUFFIX, -, ROUND)                                                              \
+  FBIN_FN(ev_fmul_##SUFFIX, *, ROUND)                                                              \
+  FBIN_FN(ev_fdiv_##SUFFIX, /, ROUND)
+FBIN_FNS(f32, ROUND_F32)
+FBIN_FNS(f16, ROUND_F16)
+FBIN_FNS(bf16, ROUND_BF16)
+#undef FBIN_FNS
+#undef FBIN_FN
+
+/* Index arithmetic: x + y, x - y, x * y checked for overflow; with a constant y (K) its value is
+ * read from the node directly. */
+#define SBIN_FN(NAME, BUILTIN, K)                                                                  \
+  static val NAME(thr *t, const cx *e) {                                                           \
+    val x = ev(t, e->a), y = (K) ? e->b->k : ev(t, e->b), r;                                       \
+    if (t->err) return ZERO;                                                                       \
+    if (BUILTIN(x.i, y.i, &r.i)) {                                                                 \
+      fail_sym(t, e, "64-bit overflow");                                                           \
+      return ZERO;                                                                                 \
+    }                                                                                              \
+    return r;                                                                                      \
+  }
+SBIN_FN(ev_sadd, __builtin_add_overflow, 0)
+SBIN_FN(ev_sadd_k, __builtin_add_overflow, 1)
+SBIN_FN(ev_ssub, __builtin_sub_overflow, 0)
+SBIN_FN(ev_smul, __builtin_mul_overflow, 0)
+SBIN_FN(ev_smul_k, __builtin_mul_overflow, 1)
+#undef SBIN_FN
+
+/* x // k and x % k by a constant k > 0: neither division by zero nor overflow can happen. */
+static val ev_sfloordiv_k(thr *t, const cx *e) {
+  val x = ev(t, e->a);
+  if (t->err) return ZERO;
+  return (val){.i = floordiv64(x.i, e->b->k.i)};
+}
+static val ev_sfloormod_k(thr *t, const cx *e) {
+  val x = ev(t, e->a);
+  if (t->err) return ZERO;
+  return (val){.i = floormod64(x.i, e->b->k.i)};
+}
+
+/* Fused index arithmetic: the common shapes of scheduled indices (v + w * 64, v % 8 * 16,
+ * v * 4 + 3) at one call, an operand evaluated by the inline copy of its own handler: opnd_mulk
+ * is ev_smul_k, opnd_divk ev_sfloordiv_k, opnd_modk ev_sfloormod_k (each returns 0 where its
+ * handler returns ZERO), opnd_any any node. */
+static inline int64_t opnd_any(thr *t, const cx *e) { return ev(t, e).i; }
+static inline int64_t opnd_mulk(thr *t, const cx *e) {
+  int64_t x = ev(t, e->a).i, r;
+  if (t->err) return 0;
+  if (__builtin_mul_overflow(x, e->b->k.i, &r)) {
+    fail_sym(t, e, "64-bit overflow");
+    return 0;
+  }
+  return r;
+}
+static inline int64_t opnd_divk(thr *t, const cx *e) {
+  int64_t x = ev(t, e->a).i;
+  return t->err ? 0 : floordiv64(x, e->b->k.i);
+}
+static inline int64_t opnd_modk(thr *t, const cx *e) {
+  int64_t x = ev(t, e->a).i;
+  return t->err ? 0 : floormod64(x, e->b->k.i);
+}
+static inline int64_t opnd_k(thr *t, const cx *e) {
+  (void)t;
+  return e->k.i;
+}
+/* x OP y with operands A and B (opnd_*), checked as ev_sadd and ev_smul check. */
+#define SFUSED_FN(NAME, BUILTIN, A, B)                                                             \
+  static val NAME(thr *t, const cx *e) {                                                           \
+    int64_t x = A(t, e->a), y = B(t, e->b);                                                        \
+    val r;                                                                                         \
+    if (t->err) return ZERO;                                                                       \
+    if (BUILTIN(x, y, &r.i)) {                                                                     \
+      fail_sym(t, e, "64-bit overflow");                                                           \
+      return ZERO;                                                                                 \
+    }                                                                                              \
+    return r;                                                                                      \
+  }
+SFUSED_FN(ev_sadd_xm, __builtin_add_overflow, opnd_any, opnd_mulk) /* v + w * 64 */
+SFUSED_FN(ev_sadd_mm, __builtin_add_overflow, opnd_mulk, opnd_mulk)
+SFUSED_FN(ev_sadd_mk, __builtin_add_overflow, opnd_mulk, opnd_k)
+SFUSED_FN(ev_smul_dk, __builtin_mul_overflow, opnd_divk, opnd_k) /* v // 8 * 16 */
+SFUSED_FN(ev_smul_mk, __builtin_mul_overflow, opnd_modk, opnd_k) /* v % 8 * 16 */
+#undef SFUSED_FN
+
+/* The other index arithmetic (min, max, division by a variable) */
+static val ev_sbin_any(thr *t, const cx *e) {
+  val x = ev(t, e->a);
+  val y = ev(t, e->b);
+  return ev_sbin(t, e, x, y);
+}
+
+/* Comparisons of signed integers (and bool; u64 goes to interp_ev_any). */
+#define ICMP_FN(NAME, OP)                                                                          \
+  static val NAME(thr *t, const cx *e) {                                                           \
+    val x = ev(t, e->a);                                                                           \
+    val y = ev(t, e->b);                                                                           \
+    return (val){.i = x.i OP y.i};                                                                 \
+  }
+ICMP_FN(ev_ieq, ==)
+ICMP_FN(ev_ine, !=)
+ICMP_FN(ev_ilt, <)
+ICMP_FN(ev_ile, <=)
+ICMP_FN(ev_igt, >)
+ICMP_FN(ev_ige, >=)
+#undef ICMP_FN
+
+/* Conversions between the 32-bit-computed floats: f16/bf16 to f32 is exact, f32 or bf16 to f16
+ * (and f32 or f16 to bf16) rounds. */
+static val ev_cvt_to_f32(thr *t, const cx *e) { return (val){.f = ev(t, e->a).f}; }
+static val ev_cvt_to_f16(thr *t, const cx *e) { return (val){.f = ROUND_F16(ev(t, e->a).f)}; }
+static val ev_cvt_to_bf16(thr *t, const cx *e) { return (val){.f = ROUND_BF16(ev(t, e->a).f)}; }
+
+static val ev_select(thr *t, const cx *e) { return ev(t, e->a).i ? ev(t, e->b) : ev(t, e->c); }
+
+/* The handler of float arithmetic node e, or NULL. */
+static interp_evfn pick_fbin(const cx *e) {
+  static const interp_evfn by_dt[3][4] = {
+      {ev_fadd_f32, ev_fsub_f32, ev_fmul_f32, ev_fdiv_f32},
+      {ev_fadd_f16, ev_fsub_f16, ev_fmul_f16, ev_fdiv_f16},
+      {ev_fadd_bf16, ev_fsub_bf16, ev_fmul_bf16, ev_fdiv_bf16},
+  };
+  int d = e->dt == RX_DTYPE_F32 ? 0 : e->dt == RX_DTYPE_F16 ? 1 : e->dt == RX_DTYPE_BF16 ? 2 : -1;
+  int o = e->sub == RX_BINOP_ADD   ? 0
+          : e->sub == RX_BINOP_SUB ? 1
+          : e->sub == RX_BINOP_MUL ? 2
+          : e->sub == RX_BINOP_DIV ? 3
+                                   : -1;
+  return d < 0 || o < 0 ? NULL : by_dt[d][o];
+}
+
+/* Index arithmetic node e by a constant k (> 0 where pos): x * k, x // k, x % k. */
+static bool sbin_k(const cx *e, rx_expr_kind kind, bool pos) {
+  return e && e->op == X_SBIN && e->sub == kind && e->b->op == X_CONST && (!pos || e->b->k.i > 0);
+}
+
+/* The handler of index arithmetic node e. */
+static interp_evfn pick_sbin(const cx *e) {
+  bool k = e->b && e->b->op == X_CONST, kpos = k && e->b->k.i > 0;
+  bool am = sbin_k(e->a, RX_EXPR_MUL, false), bm = sbin_k(e->b, RX_EXPR_MUL, false);
+  switch ((rx_expr_kind)e->sub) {
+  case RX_EXPR_ADD:
+    if (am) return bm ? ev_sadd_mm : k ? ev_sadd_mk : ev_sadd;
+    return bm ? ev_sadd_xm : k ? ev_sadd_k : ev_sadd;
+  case RX_EXPR_SUB:
+    return ev_ssub;
+  case RX_EXPR_MUL:
+    if (k && sbin_k(e->a, RX_EXPR_FLOORDIV, true)) return ev_smul_dk;
+    if (k && sbin_k(e->a, RX_EXPR_FLOORMOD, true)) return ev_smul_mk;
+    return k ? ev_smul_k : ev_smul;
+  case RX_EXPR_FLOORDIV:
+    return kpos ? ev_sfloordiv_k : ev_sbin_any;
+  case RX_EXPR_FLOORMOD:
+    return kpos ? ev_sfloormod_k : ev_sbin_any;
+  default:
+    return ev_sbin_any;
+  }
+}
+
+static interp_evfn pick_load(const cx *e) {
+  switch (e->dt) {
+  case RX_DTYPE_F32:
+    return e->nidx == 1 ? ev_load1_f32 : e->nidx == 2 ? ev_load2_f32 : ev_loadn_f32;
+  case RX_DTYPE_F16:
+    return e->nidx == 1 ? ev_load1_f16 : e->nidx == 2 ? ev_load2_f16 : ev_loadn_f16;
+  default:
+    return e->nidx == 1 ? ev_load1_any : e->nidx == 2 ? ev_load2_any : NULL;
+  }
+}
+
+static interp_evfn pick_icmp(const cx *e) {
+  if (e->from == RX_DTYPE_U64) return NULL;
+  switch ((rx_binop)e->sub) {
+  case RX_BINOP_EQ:
+    return ev_ieq;
+  case RX_BINOP_NE:
+    return ev_ine;
+  case RX_BINOP_LT:
+    return ev_ilt;
+  case RX_BINOP_LE:
+    return ev_ile;
+  case RX_BINOP_GT:
+    return ev_igt;
+  default:
+    return ev_ige;
+  }
+}
+
+static interp_evfn pick_cvt(const cx *e) {
+  bool f32ish = e->from == RX_DTYPE_F32 || e->from == RX_DTYPE_F16 || e->from == RX_DTYPE_BF16;
+  if (!f32ish) return NULL;
+  switch (e->dt) {
+  case RX_DTYPE_F32:
+    return ev_cvt_to_f32;
+  case RX_DTYPE_F16:
+    return ev_cvt_to_f16;
+  case RX_DTYPE_BF16:
+    return ev_cvt_to_bf16;
+  default:
+    return NULL;
+  }
+}
+
+void interp_ev_select(cx *e) {
+  interp_evfn f = NULL;
+  switch ((xop)e->op) {
+  case X_LOAD:
+    f = pick_load(e);
+    break;
+  case X_CVT:
+    f = pick_cvt(e);
+    break;
+  case X_FBIN:
+    f = pick_fbin(e);
+    break;
+  case X_SBIN:
+    f = pick_sbin(e);
+    break;
+  case X_ICMP:
+    f = pick_icmp(e);
+    break;
+  case X_SELECT:
+    f = ev_select;
+    break;
+  default:
+    break;
+  }
+  e->fn = f ? f : interp_ev_any;
 }

@@ -1,7 +1,9 @@
 /* interp/exec.c: the reference interpreter's statements and threads (interp.h, internal part).
  *
  * interp_exec runs the compiled form of a statement (cst) in one thread: loops, reductions,
- * stores, allocations, barriers, async copies, ldmatrix, mma and subgroup matrix fragments.
+ * stores, allocations, barriers, async copies, ldmatrix, mma and subgroup matrix fragments,
+ * through the statement's executor (cst.fn: interp_exec_any's switch, or for loops, sequences,
+ * stores, lets and ifs a small function chosen once by interp_exec_select).
  * interp_run_block runs a block: its threads one after the other, or, where the block has
  * barriers or subgroup operations, as fibers (fiber.h) under a deterministic round-robin
  * scheduler that reports barrier divergence instead of hanging. */
@@ -17,6 +19,7 @@
  * statements
  * ------------------------------------------------------------------------------------------ */
 static void exec_frag(thr *t, const cst *s);
+static void exec_tfor(thr *t, const cst *s);
 static void exec_wgmma(thr *t, const cst *s);
 
 void interp_free_rbuf(rbuf *b) {
@@ -116,14 +119,14 @@ static bool row16(thr *t, const rbuf *b, int64_t off, rx_loc loc, const char *wh
  * land in the destination at an async_wait. */
 static void exec_acopy(thr *t, const cst *s) {
   rbuf *d, *b;
-  int64_t doff = interp_offset_of(t, s->buf, s->idx, s->nidx, s->loc, "async_copy to", &d);
+  int64_t doff = interp_offset_of(t, s->buf, s->idx, s->nidx, &s->loc, "async_copy to", &d);
   if (doff < 0 || !row16(t, d, doff, s->loc, "async_copy to")) return;
   acopy c = {.dst = d, .off = doff, .group = t->groups};
   bool on = !s->cond || interp_ev(t, s->cond).i;
   if (t->err) return;
   if (on) {
     const cx *e = s->value;
-    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, e->loc, "async_copy from", &b);
+    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, &e->loc, "async_copy from", &b);
     if (off < 0 || !row16(t, b, off, s->loc, "async_copy from")) return;
     memcpy(c.bytes, (const char *)b->data + off * (ir_dtype_bits(b->dt) / 8), 16);
   }
@@ -171,7 +174,7 @@ static void exec_ldsm(thr *t, const cst *s) {
   if (t->lin % 32 < 8 * s->count) { /* lanes 8j..8j+7 give the rows of matrix j */
     const cx *e = s->value;
     rbuf *b;
-    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, e->loc, "ldmatrix from", &b);
+    int64_t off = interp_offset_of(t, e->buf, e->idx, e->nidx, &e->loc, "ldmatrix from", &b);
     if (off < 0 || !row16(t, b, off, s->loc, "ldmatrix from")) return;
     t->lm_buf = b;
     t->lm_off = off;
@@ -181,12 +184,11 @@ static void exec_ldsm(thr *t, const cst *s) {
   interp_yield_to_scheduler(t);
 }
 
-void interp_exec(thr *t, const cst *s) {
-  run *rs = t->rs;
-  if (rs->max_steps && ++rs->steps > rs->max_steps) {
-    interp_fail(t, s->loc, "step limit of %lld statements exceeded", (long long)rs->max_steps);
-    return;
-  }
+void interp_fail_steps(thr *t, const cst *s) {
+  interp_fail(t, s->loc, "step limit of %lld statements exceeded", (long long)t->rs->max_steps);
+}
+
+void interp_exec_any(thr *t, const cst *s) {
   switch (s->kind) {
   case C_SEQ:
     for (int i = 0; i < s->n && !t->err; i++) interp_exec(t, s->body[i]);
@@ -207,32 +209,16 @@ void interp_exec(thr *t, const cst *s) {
     t->slots[slot] = saved;
     return;
   }
-  case C_TFOR: {
-    int64_t lo, n;
-    if (!loop_range(t, s, 0, &lo, &n)) return;
-    if (n > t->b->dims[s->axis]) {
-      interp_fail(t, s->loc, "%s loop extent %lld exceeds the block size %lld along that axis",
-                  ir_loop_kind_name((rx_loop_kind)(RX_LOOP_THREAD_X + s->axis)), (long long)n,
-                  (long long)t->b->dims[s->axis]);
-      return;
-    }
-    int64_t i = t->tid[s->axis];
-    if (i < n) {
-      int slot = s->slots[0];
-      val saved = t->slots[slot];
-      t->slots[slot].i = lo + i;
-      interp_exec(t, s->inner);
-      t->slots[slot] = saved;
-    }
+  case C_TFOR:
+    exec_tfor(t, s);
     return;
-  }
   case C_REDUCE:
     interp_exec(t, s->init);
     if (!t->err) reduce_level(t, s, 0);
     return;
   case C_STORE: {
     rbuf *b;
-    int64_t off = interp_offset_of(t, s->buf, s->idx, s->nidx, s->loc, "store to", &b);
+    int64_t off = interp_offset_of(t, s->buf, s->idx, s->nidx, &s->loc, "store to", &b);
     if (off < 0) return;
     val v = interp_ev(t, s->value);
     if (t->err) return;
@@ -302,12 +288,114 @@ void interp_exec(thr *t, const cst *s) {
   }
 }
 
+/* ---- specialized executors: each does what interp_exec_any does for the statements
+ * interp_exec_select gives it ---- */
+static void exec_seq(thr *t, const cst *s) {
+  for (int i = 0; i < s->n && !t->err; i++) interp_exec(t, s->body[i]);
+}
+
+static void exec_for(thr *t, const cst *s) {
+  int64_t lo, n;
+  if (!loop_range(t, s, 0, &lo, &n)) return;
+  int slot = s->slots[0];
+  val saved = t->slots[slot];
+  const cst *inner = s->inner;
+  for (int64_t i = 0; i < n && !t->err; i++) {
+    t->slots[slot].i = lo + i;
+    interp_exec(t, inner);
+  }
+  t->slots[slot] = saved;
+}
+
+/* Stores of N indices (0: s->nidx); f32 written without wr's switch. */
+#define STORE_FN(NAME, N)                                                                          \
+  static void NAME(thr *t, const cst *s) {                                                         \
+    rbuf *b;                                                                                       \
+    int64_t off =                                                                                  \
+        interp_offset_of(t, s->buf, s->idx, (N) ? (N) : s->nidx, &s->loc, "store to", &b);         \
+    if (off < 0) return;                                                                           \
+    val v = interp_ev(t, s->value);                                                                \
+    if (t->err) return;                                                                            \
+    if (b->dt == RX_DTYPE_F32)                                                                     \
+      memcpy((char *)b->data + off * 4, &v.f, 4);                                                  \
+    else                                                                                           \
+      wr(b->dt, b->data, off, v);                                                                  \
+  }
+STORE_FN(exec_store1, 1)
+STORE_FN(exec_store2, 2)
+STORE_FN(exec_storen, 0)
+#undef STORE_FN
+
+static void exec_tfor(thr *t, const cst *s) {
+  int64_t lo, n;
+  if (!loop_range(t, s, 0, &lo, &n)) return;
+  if (n > t->b->dims[s->axis]) {
+    interp_fail(t, s->loc, "%s loop extent %lld exceeds the block size %lld along that axis",
+                ir_loop_kind_name((rx_loop_kind)(RX_LOOP_THREAD_X + s->axis)), (long long)n,
+                (long long)t->b->dims[s->axis]);
+    return;
+  }
+  int64_t i = t->tid[s->axis];
+  if (i < n) {
+    int slot = s->slots[0];
+    val saved = t->slots[slot];
+    t->slots[slot].i = lo + i;
+    interp_exec(t, s->inner);
+    t->slots[slot] = saved;
+  }
+}
+
+static void exec_reduce(thr *t, const cst *s) {
+  interp_exec(t, s->init);
+  if (!t->err) reduce_level(t, s, 0);
+}
+
+static void exec_let(thr *t, const cst *s) { t->slots[s->slot] = interp_ev(t, s->value); }
+
+static void exec_if(thr *t, const cst *s) {
+  int64_t c = interp_ev(t, s->value).i;
+  if (t->err) return;
+  if (c)
+    interp_exec(t, s->inner);
+  else if (s->els)
+    interp_exec(t, s->els);
+}
+
+void interp_exec_select(cst *s) {
+  switch (s->kind) {
+  case C_SEQ:
+    s->fn = exec_seq;
+    return;
+  case C_FOR:
+    s->fn = exec_for;
+    return;
+  case C_STORE:
+    s->fn = s->nidx == 1 ? exec_store1 : s->nidx == 2 ? exec_store2 : exec_storen;
+    return;
+  case C_TFOR:
+    s->fn = exec_tfor;
+    return;
+  case C_REDUCE:
+    s->fn = exec_reduce;
+    return;
+  case C_LET:
+    s->fn = exec_let;
+    return;
+  case C_IF:
+    s->fn = exec_if;
+    return;
+  default:
+    s->fn = interp_exec_any;
+    return;
+  }
+}
+
 /* Operand `what` of a wgmma (ir.h, RX_STMT_WGMMA): the flat offset of its address (row r0 * 64
  * + column c0, checked: r0 % 8 == 0, c0 % 16 == 0 (MN-major B: c0 == 0), its rows rows within the
  * buffer), or -1. */
 static int64_t wgmma_operand(thr *t, const cst *s, const cx *ld, int rows, bool mn,
                              const char *what, rbuf **out) {
-  int64_t off = interp_offset_of(t, ld->buf, ld->idx, ld->nidx, s->loc, "wgmma read of", out);
+  int64_t off = interp_offset_of(t, ld->buf, ld->idx, ld->nidx, &s->loc, "wgmma read of", out);
   if (off < 0) return -1;
   if (off % 64 % (mn ? 64 : 16) || off / 64 % 8 ||
       off / 64 * 64 + (int64_t)rows * 64 > (*out)->count) {
@@ -343,7 +431,7 @@ static void exec_wgmma(thr *t, const cst *s) {
   bool regs = s->src->value->buf->scope == RX_SCOPE_LOCAL;
   int64_t ao = -1;
   if (regs) {
-    ao = interp_offset_of(t, s->value->buf, s->value->idx, s->value->nidx, s->loc, "wgmma read of",
+    ao = interp_offset_of(t, s->value->buf, s->value->idx, s->value->nidx, &s->loc, "wgmma read of",
                           &a);
     if (ao >= 0 && ao % 8) {
       interp_fail(t, s->loc, "wgmma: A in registers at element %lld, not a multiple of 8",
@@ -435,7 +523,7 @@ static void exec_frag(thr *t, const cst *s) {
   }
   if (s->fop == RX_FRAG_OP_LOAD || s->fop == RX_FRAG_OP_STORE) {
     rbuf *b;
-    t->foff = interp_offset_of(t, s->buf4, s->idx, s->nidx, s->loc,
+    t->foff = interp_offset_of(t, s->buf4, s->idx, s->nidx, &s->loc,
                                s->fop == RX_FRAG_OP_LOAD ? "frag load from" : "frag store to", &b);
     t->fstride = interp_ev(t, s->value).i;
   }

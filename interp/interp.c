@@ -7,6 +7,8 @@
  * blocks, which loops are bound to thread axes, whether a block needs fibers at all). Running is
  * then a tree walk over that form with no lookups by name: expressions in eval.c, statements and
  * the threads of a block in exec.c (their shared types and helpers: interp.h's internal part).
+ * After compilation, link_cst gives every node its handler (cx.fn, cst.fn), specialized to it
+ * where one is, so that the walk does not switch at run time on what is known now.
  *
  * Errors at run time are recorded in the running thread (thr.err, the first one wins) and
  * evaluation returns zeros from then on; statements stop at the first error. Nothing is
@@ -52,6 +54,7 @@ static long scope_index(run *rs, const void *key) {
 
 static cx *cx_new(run *rs, xop op, rx_dtype dt, rx_loc loc) {
   cx *e = calloc_arena(rs, 1, sizeof *e);
+  e->fn = interp_ev_any; /* until link_cx specializes it */
   e->op = (uint8_t)op;
   e->dt = (uint8_t)dt;
   e->loc = loc;
@@ -366,6 +369,7 @@ static int scan(const rx_stmt *s) {
 
 static cst *cst_new(run *rs, cst_kind k, const rx_stmt *src) {
   cst *c = calloc_arena(rs, 1, sizeof *c);
+  c->fn = interp_exec_any; /* until link_cst specializes it */
   c->kind = k;
   c->src = src;
   c->loc = src->loc;
@@ -766,24 +770,27 @@ static void run_free(run *rs) {
   base_arena_free(&rs->arena);
 }
 
-/* Nesting depth of the compiled program: statements and expressions (fiber stack size). */
-static int cx_depth(const cx *e) {
+/* Nesting depth of the compiled program: statements and expressions (fiber stack size). Also
+ * links it: every expression node gets its specialized handler (interp_ev_select), once its
+ * operands are final. */
+static int link_cx(cx *e) {
   if (!e) return 0;
   int d = 0;
-  const cx *kids[3] = {e->a, e->b, e->c};
+  cx *kids[3] = {e->a, e->b, e->c};
   for (int i = 0; i < 3; i++) {
-    int k = cx_depth(kids[i]);
+    int k = link_cx(kids[i]);
     if (k > d) d = k;
   }
   if (e->op == X_LOAD)
     for (int i = 0; i < e->nidx; i++) {
-      int k = cx_depth(e->idx[i]);
+      int k = link_cx(e->idx[i]);
       if (k > d) d = k;
     }
+  interp_ev_select(e);
   return d + 1;
 }
 
-static int cst_depth(const cst *s) {
+static int link_cst(cst *s) {
   if (!s) return 0;
   int d = 0;
 #define DEPTH_MAX(x)                                                                               \
@@ -791,22 +798,23 @@ static int cst_depth(const cst *s) {
     int k_ = (x);                                                                                  \
     if (k_ > d) d = k_;                                                                            \
   } while (0)
-  for (int i = 0; i < s->n; i++) DEPTH_MAX(cst_depth(s->body[i]));
+  for (int i = 0; i < s->n; i++) DEPTH_MAX(link_cst(s->body[i]));
   for (int i = 0; i < s->nvars; i++) {
-    DEPTH_MAX(cx_depth(s->lo[i]));
-    DEPTH_MAX(cx_depth(s->ext[i]));
+    DEPTH_MAX(link_cx(s->lo[i]));
+    DEPTH_MAX(link_cx(s->ext[i]));
   }
-  DEPTH_MAX(cst_depth(s->inner));
-  DEPTH_MAX(cst_depth(s->init));
-  DEPTH_MAX(cst_depth(s->els));
-  for (int i = 0; i < s->nidx; i++) DEPTH_MAX(cx_depth(s->idx[i]));
-  DEPTH_MAX(cx_depth(s->value));
-  DEPTH_MAX(cx_depth(s->cond));
+  DEPTH_MAX(link_cst(s->inner));
+  DEPTH_MAX(link_cst(s->init));
+  DEPTH_MAX(link_cst(s->els));
+  for (int i = 0; i < s->nidx; i++) DEPTH_MAX(link_cx(s->idx[i]));
+  DEPTH_MAX(link_cx(s->value));
+  DEPTH_MAX(link_cx(s->cond));
   if (s->blk) {
-    for (int i = 0; i < s->blk->nt; i++) DEPTH_MAX(cx_depth(s->blk->exts[i]));
-    DEPTH_MAX(cst_depth(s->blk->body));
+    for (int i = 0; i < s->blk->nt; i++) DEPTH_MAX(link_cx(s->blk->exts[i]));
+    DEPTH_MAX(link_cst(s->blk->body));
   }
 #undef DEPTH_MAX
+  interp_exec_select(s);
   return d + 1 + s->nvars; /* a reduction recurses once per variable */
 }
 
@@ -867,9 +875,14 @@ static rx_status prepare(run *rs, int nargs) {
     rs->body = compile_stmt(rs, f->body);
   }
   if (rs->cerr) return rs->cerr;
-  int depth = cst_depth(rs->body);
-  for (int i = 0; i < f->nfacts; i++)
-    if (cx_depth(facts[i]) > depth) depth = cx_depth(facts[i]);
+  int depth = link_cst(rs->body);
+  for (int i = 0; i < f->nfacts; i++) {
+    int k = link_cx(facts[i]);
+    if (k > depth) depth = k;
+  }
+  for (int i = 0; i < f->nparams; i++)
+    if (f->params[i]->kind == RX_PARAM_BUFFER)
+      for (int d = 0; d < f->params[i]->buf->ndim; d++) link_cx(dims[i][d]);
   if (depth > MAX_DEPTH)
     return base_status_make(RX_ERR_UNSUPPORTED,
                             "tensor_fn `%s`: nesting depth %d is more than the interpreter "

@@ -454,7 +454,14 @@ typedef enum xop {
 } xop;
 
 typedef struct cx cx;
+typedef struct thr thr;
+/* The evaluator of one node, chosen once per node after compilation (interp_ev_select, eval.c):
+ * a handler specialized to the node's op, dtype and operator (f32 addition, a 2-D f32 load, index
+ * addition of a constant) where one exists, else interp_ev_any, the generic switch. Every handler
+ * computes exactly what interp_ev_any computes for that node. */
+typedef val (*interp_evfn)(thr *t, const cx *e);
 struct cx {
+  interp_evfn fn; /* interp_ev_any until interp_ev_select picks a specialized one */
   uint8_t op;
   uint8_t dt;   /* result dtype */
   uint8_t from; /* CVT: source dtype */
@@ -492,7 +499,12 @@ typedef enum cst_kind {
 
 typedef struct blkinfo blkinfo;
 typedef struct cst cst;
+/* The executor of one statement, chosen once per statement after compilation
+ * (interp_exec_select, exec.c), as interp_evfn is for expressions: a small function per kind (a
+ * serial loop, a 2-D store), or interp_exec_any, the generic switch. */
+typedef void (*interp_execfn)(thr *t, const cst *s);
 struct cst {
+  interp_execfn fn; /* interp_exec_any until interp_exec_select picks a specialized one */
   cst_kind kind;
   int axis; /* TFOR: 0..2 */
   rx_scope scope;
@@ -560,7 +572,7 @@ typedef struct acopy {
   unsigned char bytes[16];
 } acopy;
 
-typedef struct thr {
+struct thr {
   run *rs;
   blk *b;        /* the block the thread belongs to (the top level has a one-thread block) */
   val *slots;    /* variables and let-locals */
@@ -584,7 +596,7 @@ typedef struct thr {
   int64_t moff[3];       /* T_MMA: the first element of the fragments (C, A, B; ldmatrix: [0]) */
   int64_t foff, fstride; /* C_FRAG load/store: offset of element (0, 0), stride */
   val fval;              /* C_FRAG fill: the value */
-} thr;
+};
 
 struct blk {
   const blkinfo *info; /* NULL for the top-level pseudo block */
@@ -648,18 +660,77 @@ int interp_find_key(const keyid *v, size_t n, const void *key);
 void interp_put_var_values(rx_strbuf *sb, run *rs, const val *slots, const rx_expr *e);
 
 /* evaluation (eval.c) */
-/* Flat offset of idx in buffer id, or -1 after reporting an error. */
-int64_t interp_offset_of(thr *t, int id, cx *const *idx, int n, rx_loc loc, const char *what,
-                         rbuf **out_b);
 /* Combines two lanes' values for a subgroup reduction. */
 val interp_sg_combine(rx_intrinsic op, rx_dtype dt, val x, val y);
-/* The value of e in thread t; an error is recorded in t->err. */
-val interp_ev(thr *t, const cx *e);
+/* The generic evaluator of any node (one switch over xop); an error is recorded in t->err. */
+val interp_ev_any(thr *t, const cx *e);
+/* Sets e->fn to the handler specialized to e (its children already compiled). */
+void interp_ev_select(cx *e);
+/* Error paths of interp_offset_of, out of line: they record the error and return -1. */
+int64_t interp_fail_unallocated(thr *t, const rx_loc *loc, const char *what);
+int64_t interp_fail_oob(thr *t, const rx_loc *loc, const char *what, const rbuf *b,
+                        const int64_t *ix, int n);
+
+/* The value of e in thread t; an error is recorded in t->err. Constants and slots (most leaves:
+ * indices, loop variables) are read here without a call; the rest goes to the node's handler. */
+static inline val interp_ev(thr *t, const cx *e) {
+  if (e->op == X_SLOT) return t->slots[e->slot];
+  if (e->op == X_CONST) return e->k;
+  return e->fn(t, e);
+}
+
+/* Flat offset of idx in buffer id, or -1 after reporting an error: every index evaluated (in
+ * order), then each checked against the shape while the offset accumulates. Inline, so that a
+ * caller with a constant n gets its own copy: 1 and 2 (most loads and stores) written out. */
+static inline int64_t interp_offset_of(thr *t, int id, cx *const *idx, int n, const rx_loc *loc,
+                                       const char *what, rbuf **out_b) {
+  int64_t ix[RX_MAX_NDIM];
+  *out_b = NULL;
+  if (n == 1) {
+    ix[0] = interp_ev(t, idx[0]).i;
+  } else if (n == 2) {
+    ix[0] = interp_ev(t, idx[0]).i;
+    ix[1] = interp_ev(t, idx[1]).i;
+  } else {
+    for (int d = 0; d < n; d++) ix[d] = interp_ev(t, idx[d]).i;
+  }
+  if (t->err) return -1;
+  rbuf *b = t->bufs[id];
+  if (!b) return interp_fail_unallocated(t, loc, what);
+  const int64_t *shape = b->shape;
+  int64_t off;
+  if (n == 1 || n == 2) {
+    if ((uint64_t)ix[0] >= (uint64_t)shape[0] || (n == 2 && (uint64_t)ix[1] >= (uint64_t)shape[1]))
+      return interp_fail_oob(t, loc, what, b, ix, n);
+    off = n == 1 ? ix[0] : ix[0] * shape[1] + ix[1];
+  } else {
+    off = 0;
+    for (int d = 0; d < n; d++) {
+      if ((uint64_t)ix[d] >= (uint64_t)shape[d]) return interp_fail_oob(t, loc, what, b, ix, n);
+      off = off * shape[d] + ix[d];
+    }
+  }
+  *out_b = b;
+  return off;
+}
 
 /* statements and blocks (exec.c) */
 void interp_free_rbuf(rbuf *b);
-/* Executes s in thread t; an error is recorded in t->err. */
-void interp_exec(thr *t, const cst *s);
+/* The generic executor of any statement (one switch over cst_kind), without the step count. */
+void interp_exec_any(thr *t, const cst *s);
+/* Sets s->fn to the executor specialized to s. */
+void interp_exec_select(cst *s);
+/* Records the error of a run over its step limit (rx_interp_opts.max_steps). */
+void interp_fail_steps(thr *t, const cst *s);
+/* Executes s in thread t; an error is recorded in t->err. Every statement counts one step. */
+static inline void interp_exec(thr *t, const cst *s) {
+  run *rs = t->rs;
+  if (rs->max_steps && ++rs->steps > rs->max_steps) {
+    interp_fail_steps(t, s);
+    return;
+  }
+  s->fn(t, s);
+}
 /* A thread that waits (barrier, subgroup operation, matrix operation) hands over to the
  * scheduler. */
 void interp_yield_to_scheduler(thr *t);

@@ -1100,6 +1100,52 @@ static const char *SHUFFLE = "tensor_fn shfl(a: f32[n, 32], out c: f32[n, 32], m
                              "  }\n"
                              "}\n";
 
+/* Index arithmetic of the shapes the interpreter evaluates at one call (v + w * K, v % K * M,
+ * v // K * M, x * K + c): an overflow names the subexpression that overflows, and the first
+ * error of an index (the left operand's) is the one reported. */
+static const char *IDX_OVERFLOW =
+    "tensor_fn muladd(a: f32[n], out c: f32[n], k: i64) {\n"
+    "  for i in 0..n { c[i] = a[i + k * 4611686018427387904] }\n"
+    "}\n"
+    "tensor_fn addk(a: f32[n], out c: f32[n], k: i64) {\n"
+    "  for i in 0..n { c[i] = a[k * 4611686018427387904 + 4611686018427387904 - i] }\n"
+    "}\n"
+    "tensor_fn modmul(a: f32[n], out c: f32[n], k: i64) {\n"
+    "  for i in 0..n { c[i] = a[(i + k) % 8 * 4611686018427387904] }\n"
+    "}\n"
+    "tensor_fn divmul(a: f32[n], out c: f32[n], k: i64) {\n"
+    "  for i in 0..n { c[i] = a[(i + k) // 8 * 2305843009213693952] }\n"
+    "}\n"
+    "tensor_fn first(a: f32[n], out c: f32[n], k: i64) {\n"
+    "  for i in 2..n { c[i] = a[i * 4611686018427387904 + k * 4611686018427387904] }\n"
+    "}\n";
+
+static void test_index_overflow(void) {
+  rx_module *m = parse(IDX_OVERFLOW);
+  if (!m) return;
+  float a[8] = {0}, c[8] = {0};
+  rx_interp_arg args[] = {buf1(a, RX_DTYPE_F32, 8), buf1(c, RX_DTYPE_F32, 8), scalar(2)};
+  const char *ovf = "64-bit overflow in index expression";
+  run_err(m, "muladd", args, 3, NULL,
+          (const char *[]){ovf, "`k * 4611686018427387904` (k = 2) (at <test>:2:30)", NULL});
+  run_err(m, "addk", args, 3, NULL,
+          (const char *[]){ovf, "`k * 4611686018427387904` (k = 2) (at <test>:5:74)", NULL});
+  run_err(m, "modmul", args, 3, NULL,
+          (const char *[]){ovf, "`(i + k) % 8 * 4611686018427387904` (i = 0, k = 2)", NULL});
+  args[2] = scalar(32);
+  run_err(m, "divmul", args, 3, NULL,
+          (const char *[]){ovf, "`(i + k) // 8 * 2305843009213693952` (i = 0, k = 32)", NULL});
+  run_err(m, "first", args, 3, NULL,
+          (const char *[]){ovf, "`i * 4611686018427387904` (i = 2) (at <test>:14:52)", NULL});
+  args[2] = scalar(1);
+  run_err(m, "addk", args, 3, NULL,
+          (const char *[]){
+              ovf, "`k * 4611686018427387904 - i + 4611686018427387904` (i = 0, k = 1)", NULL});
+  run_err(m, "muladd", args, 3, NULL,
+          (const char *[]){"load from `a` out of bounds: indices [4611686018427387904]", NULL});
+  rx_module_free(m);
+}
+
 static void test_shuffle(void) {
   rx_module *m = parse(SHUFFLE);
   if (!m) return;
@@ -1139,6 +1185,7 @@ int main(int argc, char **argv) {
   test_deep();
   test_big_block();
   test_errors();
+  test_index_overflow();
   test_shuffle();
   return check_finish("interp");
 }
