@@ -17,11 +17,25 @@ target_link_libraries(rx_simt PUBLIC relaxc_core ${CMAKE_DL_LIBS})
 add_executable(simt_selftest ${RX_SIMT_DIR}/test_simt.c)
 target_link_libraries(simt_selftest PRIVATE rx_simt m)
 
-# Kernel objects are cached in the build tree. In a sanitized build the kernels are compiled with
-# ASan + UBSan too: they run inside the test process and use its (gcc's) sanitizer runtime, so an
-# out-of-bounds access in emitted kernel code is reported with its kernel source line. Only set
-# these flags for a process that itself links the sanitizers.
-set(RX_SIMT_ENV "SIMT_CACHE_DIR=${CMAKE_BINARY_DIR}/simt-cache" "SIMT_CLANG=${RX_SIMT_CLANG}")
+# Kernel objects are cached by a hash of everything that goes into them (the source, the
+# preludes, clang's path, every flag: simt_harness.c), in the user's cache folder, so the build
+# trees of every checkout (make test's, make asan's, CI's clean clones) share them as ccache
+# shares objects: $XDG_CACHE_HOME/relaxc-simt or ~/.cache/relaxc-simt where that folder's parent
+# exists, else the build tree; -DRX_SIMT_CACHE_DIR=... sets it. In a sanitized build the kernels
+# are compiled with ASan + UBSan too (another key): they run inside the test process and use its
+# (gcc's) sanitizer runtime, so an out-of-bounds access in emitted kernel code is reported with
+# its kernel source line. Only set these flags for a process that itself links the sanitizers.
+if(NOT RX_SIMT_CACHE_DIR)
+  if(DEFINED ENV{XDG_CACHE_HOME} AND IS_DIRECTORY "$ENV{XDG_CACHE_HOME}")
+    set(rx_simt_cache "$ENV{XDG_CACHE_HOME}/relaxc-simt")
+  elseif(DEFINED ENV{HOME} AND IS_DIRECTORY "$ENV{HOME}/.cache")
+    set(rx_simt_cache "$ENV{HOME}/.cache/relaxc-simt")
+  else()
+    set(rx_simt_cache "${CMAKE_BINARY_DIR}/simt-cache")
+  endif()
+  set(RX_SIMT_CACHE_DIR ${rx_simt_cache} CACHE PATH "where the SIMT emulator keeps compiled kernels")
+endif()
+set(RX_SIMT_ENV "SIMT_CACHE_DIR=${RX_SIMT_CACHE_DIR}" "SIMT_CLANG=${RX_SIMT_CLANG}")
 if(RX_SANITIZE)
   list(APPEND RX_SIMT_ENV
        "SIMT_CFLAGS=-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer")
