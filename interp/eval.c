@@ -152,9 +152,6 @@ int64_t interp_fail_unallocated(thr *t, const rx_loc *loc, const char *what) {
   return -1;
 }
 
-/* An operand's value (interp.h: leaves inline, the rest through the node's handler). */
-static inline val ev(thr *t, const cx *e) { return interp_ev(t, e); }
-
 /* The float math of the interpreter, once for f32 (and the 16-bit floats, rounded after) and
  * once for f64: X(ENUM, f32 expression, f64 expression) of x, y, z. Every 'f' and 'n'
  * intrinsic of ir.h is listed (test_interp runs each in f32 and f64), so that neither precision
@@ -420,81 +417,81 @@ val interp_ev_any(thr *t, const cx *e) {
     return rd(b->dt, b->data, off);
   }
   case X_CVT:
-    return convert((rx_dtype)e->from, (rx_dtype)e->dt, ev(t, e->a));
+    return convert((rx_dtype)e->from, (rx_dtype)e->dt, interp_ev(t, e->a));
   case X_FBIN:
-    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
-    y = ev(t, e->b);
+    x = interp_ev(t, e->a); /* operands in order: errors and subgroup steps */
+    y = interp_ev(t, e->b);
     return ev_fbin(e, x, y);
   case X_FNEG:
-    x = ev(t, e->a);
+    x = interp_ev(t, e->a);
     if (isd((rx_dtype)e->dt))
       r.d = -x.d;
     else
       r.f = -x.f;
     return r;
   case X_FCMP: /* from: the operands' dtype */
-    x = ev(t, e->a);
-    y = ev(t, e->b);
+    x = interp_ev(t, e->a);
+    y = interp_ev(t, e->b);
     r.i = isd((rx_dtype)e->from) ? fcmp((rx_binop)e->sub, x.d, y.d)
                                  : fcmp((rx_binop)e->sub, x.f, y.f);
     return r;
   case X_FCALL:
-    x = ev(t, e->a);
-    y = e->b ? ev(t, e->b) : ZERO;
-    z = e->c ? ev(t, e->c) : ZERO;
+    x = interp_ev(t, e->a);
+    y = e->b ? interp_ev(t, e->b) : ZERO;
+    z = e->c ? interp_ev(t, e->c) : ZERO;
     if (isd((rx_dtype)e->dt))
       r.d = dcall((rx_intrinsic)e->sub, x.d, y.d, z.d);
     else
       r.f = fround((rx_dtype)e->dt, fcall((rx_intrinsic)e->sub, x.f, y.f, z.f));
     return r;
   case X_IBIN:
-    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
-    y = ev(t, e->b);
+    x = interp_ev(t, e->a); /* operands in order: errors and subgroup steps */
+    y = interp_ev(t, e->b);
     return ev_ibin(t, e, x, y);
   case X_INEG:
-    r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)ev(t, e->a).i);
+    r.i = inorm((rx_dtype)e->dt, 0 - (uint64_t)interp_ev(t, e->a).i);
     return r;
   case X_ICMP: /* from: the operands' dtype */
-    x = ev(t, e->a);
-    y = ev(t, e->b);
+    x = interp_ev(t, e->a);
+    y = interp_ev(t, e->b);
     r.i = icmp((rx_binop)e->sub, x.i, y.i, e->from == RX_DTYPE_U64);
     return r;
   case X_ICALL: {
     bool u64 = e->dt == RX_DTYPE_U64;
-    x = ev(t, e->a);
+    x = interp_ev(t, e->a);
     switch ((rx_intrinsic)e->sub) {
     case RX_INTRIN_ABS: /* unsigned: itself */
       r.i = x.i < 0 && !u64 ? inorm((rx_dtype)e->dt, 0 - (uint64_t)x.i) : x.i;
       break;
     case RX_INTRIN_MIN:
-      y = ev(t, e->b);
+      y = interp_ev(t, e->b);
       r.i = icmp(RX_BINOP_LT, x.i, y.i, u64) ? x.i : y.i;
       break;
     default:
-      y = ev(t, e->b);
+      y = interp_ev(t, e->b);
       r.i = icmp(RX_BINOP_GT, x.i, y.i, u64) ? x.i : y.i;
       break; /* MAX */
     }
     return r;
   }
   case X_SBIN:
-    x = ev(t, e->a); /* operands in order: errors and subgroup steps */
-    y = ev(t, e->b);
+    x = interp_ev(t, e->a); /* operands in order: errors and subgroup steps */
+    y = interp_ev(t, e->b);
     return ev_sbin(t, e, x, y);
   case X_AND:
-    r.i = ev(t, e->a).i != 0 && ev(t, e->b).i != 0;
+    r.i = interp_ev(t, e->a).i != 0 && interp_ev(t, e->b).i != 0;
     return r;
   case X_OR:
-    r.i = ev(t, e->a).i != 0 || ev(t, e->b).i != 0;
+    r.i = interp_ev(t, e->a).i != 0 || interp_ev(t, e->b).i != 0;
     return r;
   case X_NOT:
-    r.i = ev(t, e->a).i == 0;
+    r.i = interp_ev(t, e->a).i == 0;
     return r;
   case X_SELECT:
-    return ev(t, e->a).i ? ev(t, e->b) : ev(t, e->c);
+    return interp_ev(t, e->a).i ? interp_ev(t, e->b) : interp_ev(t, e->c);
   case X_CHECK: {
-    bool ok = ev(t, e->a).i != 0;
-    x = ev(t, e->b);
+    bool ok = interp_ev(t, e->a).i != 0;
+    x = interp_ev(t, e->b);
     if (!ok && !t->err) {
       char *m = base_check_format(e->msg, x.i);
       interp_fail(t, e->loc, "%s", m ? m : e->msg);
@@ -503,9 +500,9 @@ val interp_ev_any(thr *t, const cx *e) {
     return x;
   }
   case X_SUBGROUP:
-    x = ev(t, e->a);
-    t->sgm = e->b ? ev(t, e->b).i : 0; /* shuffle_xor's lane mask */
-    if (t->err || !t->fib) return x;   /* one thread: a subgroup of one lane */
+    x = interp_ev(t, e->a);
+    t->sgm = e->b ? interp_ev(t, e->b).i : 0; /* shuffle_xor's lane mask */
+    if (t->err || !t->fib) return x;          /* one thread: a subgroup of one lane */
     t->state = T_SUBGROUP;
     t->sg = e;
     t->sgv = x;
@@ -559,8 +556,8 @@ LOAD_FN(ev_load2_any, 2, read_any)
 #define ROUND_BF16(f) base_bf16_to_f32(base_f32_to_bf16(f))
 #define FBIN_FN(NAME, OP, ROUND)                                                                   \
   static val NAME(thr *t, const cx *e) {                                                           \
-    val x = ev(t, e->a); /* operands in order: errors and subgroup steps */                        \
-    val y = ev(t, e->b);                                                                           \
+    val x = interp_ev(t, e->a); /* operands in order: errors and subgroup steps */                 \
+    val y = interp_ev(t, e->b);                                                                    \
     return (val){.f = ROUND(x.f OP y.f)};                                                          \
   }
 #define FBIN_FNS(SUFFIX, ROUND)                                                                    \
@@ -578,7 +575,7 @@ FBIN_FNS(bf16, ROUND_BF16)
  * read from the node directly. */
 #define SBIN_FN(NAME, BUILTIN, K)                                                                  \
   static val NAME(thr *t, const cx *e) {                                                           \
-    val x = ev(t, e->a), y = (K) ? e->b->k : ev(t, e->b), r;                                       \
+    val x = interp_ev(t, e->a), y = (K) ? e->b->k : interp_ev(t, e->b), r;                         \
     if (t->err) return ZERO;                                                                       \
     if (BUILTIN(x.i, y.i, &r.i)) {                                                                 \
       fail_sym(t, e, "64-bit overflow");                                                           \
@@ -595,12 +592,12 @@ SBIN_FN(ev_smul_k, __builtin_mul_overflow, 1)
 
 /* x // k and x % k by a constant k > 0: neither division by zero nor overflow can happen. */
 static val ev_sfloordiv_k(thr *t, const cx *e) {
-  val x = ev(t, e->a);
+  val x = interp_ev(t, e->a);
   if (t->err) return ZERO;
   return (val){.i = floordiv64(x.i, e->b->k.i)};
 }
 static val ev_sfloormod_k(thr *t, const cx *e) {
-  val x = ev(t, e->a);
+  val x = interp_ev(t, e->a);
   if (t->err) return ZERO;
   return (val){.i = floormod64(x.i, e->b->k.i)};
 }
@@ -609,9 +606,9 @@ static val ev_sfloormod_k(thr *t, const cx *e) {
  * v * 4 + 3) at one call, an operand evaluated by the inline copy of its own handler: opnd_mulk
  * is ev_smul_k, opnd_divk ev_sfloordiv_k, opnd_modk ev_sfloormod_k (each returns 0 where its
  * handler returns ZERO), opnd_any any node. */
-static inline int64_t opnd_any(thr *t, const cx *e) { return ev(t, e).i; }
+static inline int64_t opnd_any(thr *t, const cx *e) { return interp_ev(t, e).i; }
 static inline int64_t opnd_mulk(thr *t, const cx *e) {
-  int64_t x = ev(t, e->a).i, r;
+  int64_t x = interp_ev(t, e->a).i, r;
   if (t->err) return 0;
   if (__builtin_mul_overflow(x, e->b->k.i, &r)) {
     fail_sym(t, e, "64-bit overflow");
@@ -620,11 +617,11 @@ static inline int64_t opnd_mulk(thr *t, const cx *e) {
   return r;
 }
 static inline int64_t opnd_divk(thr *t, const cx *e) {
-  int64_t x = ev(t, e->a).i;
+  int64_t x = interp_ev(t, e->a).i;
   return t->err ? 0 : floordiv64(x, e->b->k.i);
 }
 static inline int64_t opnd_modk(thr *t, const cx *e) {
-  int64_t x = ev(t, e->a).i;
+  int64_t x = interp_ev(t, e->a).i;
   return t->err ? 0 : floormod64(x, e->b->k.i);
 }
 static inline int64_t opnd_k(thr *t, const cx *e) {
@@ -652,16 +649,16 @@ SFUSED_FN(ev_smul_mk, __builtin_mul_overflow, opnd_modk, opnd_k) /* v % 8 * 16 *
 
 /* The other index arithmetic (min, max, division by a variable) */
 static val ev_sbin_any(thr *t, const cx *e) {
-  val x = ev(t, e->a);
-  val y = ev(t, e->b);
+  val x = interp_ev(t, e->a);
+  val y = interp_ev(t, e->b);
   return ev_sbin(t, e, x, y);
 }
 
 /* Comparisons of signed integers (and bool; u64 goes to interp_ev_any). */
 #define ICMP_FN(NAME, OP)                                                                          \
   static val NAME(thr *t, const cx *e) {                                                           \
-    val x = ev(t, e->a);                                                                           \
-    val y = ev(t, e->b);                                                                           \
+    val x = interp_ev(t, e->a);                                                                    \
+    val y = interp_ev(t, e->b);                                                                    \
     return (val){.i = x.i OP y.i};                                                                 \
   }
 ICMP_FN(ev_ieq, ==)
@@ -674,11 +671,17 @@ ICMP_FN(ev_ige, >=)
 
 /* Conversions between the 32-bit-computed floats: f16/bf16 to f32 is exact, f32 or bf16 to f16
  * (and f32 or f16 to bf16) rounds. */
-static val ev_cvt_to_f32(thr *t, const cx *e) { return (val){.f = ev(t, e->a).f}; }
-static val ev_cvt_to_f16(thr *t, const cx *e) { return (val){.f = ROUND_F16(ev(t, e->a).f)}; }
-static val ev_cvt_to_bf16(thr *t, const cx *e) { return (val){.f = ROUND_BF16(ev(t, e->a).f)}; }
+static val ev_cvt_to_f32(thr *t, const cx *e) { return (val){.f = interp_ev(t, e->a).f}; }
+static val ev_cvt_to_f16(thr *t, const cx *e) {
+  return (val){.f = ROUND_F16(interp_ev(t, e->a).f)};
+}
+static val ev_cvt_to_bf16(thr *t, const cx *e) {
+  return (val){.f = ROUND_BF16(interp_ev(t, e->a).f)};
+}
 
-static val ev_select(thr *t, const cx *e) { return ev(t, e->a).i ? ev(t, e->b) : ev(t, e->c); }
+static val ev_select(thr *t, const cx *e) {
+  return interp_ev(t, e->a).i ? interp_ev(t, e->b) : interp_ev(t, e->c);
+}
 
 /* The handler of float arithmetic node e, or NULL. */
 static interp_evfn pick_fbin(const cx *e) {
